@@ -1,0 +1,27 @@
+"""Installs tfp_adaptive; extras: `test` (pytest, scikit-learn), `bench` (matplotlib, tqdm, scikit-learn)."""
+
+import setuptools
+
+setuptools.setup(
+    name='tfp_adaptive',
+    version='0.1.0',
+    description=('Adaptive SG-MCMC (pSGLD, Monge/Shampoo SGRLD, Adam-SGLD) for '
+                 'TensorFlow Probability and Keras 3, with the corrected Γ term '
+                 'of Rensmeyer & Niggemann (2025).'),
+    long_description=open('README.md', encoding='utf-8').read(),
+    long_description_content_type='text/markdown',
+    packages=setuptools.find_packages(include=['tfp_adaptive', 'tfp_adaptive.*']),
+    python_requires='>=3.9',
+    install_requires=[
+        'tensorflow>=2.16',
+        'tensorflow-probability>=0.24',
+        'tf-keras',
+        'keras>=3',
+        'numpy',
+        'scipy',
+    ],
+    extras_require={
+        'test': ['pytest', 'scikit-learn'],
+        'bench': ['matplotlib', 'tqdm', 'scikit-learn'],
+    },
+)

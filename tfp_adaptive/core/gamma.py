@@ -1,0 +1,115 @@
+"""The second-order drift Γ_i = Σ_j ∂M_ij/∂θ_j by nested automatic differentiation.
+
+Γ is the Jacobian-vector product of ``θ ↦ M_t(θ) z`` in the direction ``z``
+(MATH.md, "Computing Γ"), where ``M_t(θ)`` is the metric whose statistics were
+updated with the gradient at ``θ`` (the gradient is taken inside: forward-mode
+``tf.autodiff.ForwardAccumulator`` over a reverse-mode ``tf.GradientTape``).
+
+* ``estimator='hutchinson'``: one Rademacher ``z``, ``E[Γ̂] = Γ``, exact in 1-D,
+  about one extra gradient-sized pass on top of the gradient itself.
+* ``estimator='exact'``: sum over all basis vectors ``e_j``: D passes.
+
+Modes (Rensmeyer & Niggemann 2025, Sec. 3 and Algorithm 1):
+``'none'`` drops Γ; ``'original'`` keeps the Γ of the EMA metric (only
+``1 - α`` of the true one, as TFP's pSGLD); ``'corrected'`` divides it by
+``1 - α``.
+"""
+
+import tensorflow as tf
+
+from tfp_adaptive.core import noise as noise_lib
+from tfp_adaptive.core import tensors
+
+__all__ = ['GAMMA_ESTIMATORS', 'GAMMA_MODES', 'gamma_scale', 'gradient_and_gamma',
+           'value_and_gradient']
+
+GAMMA_MODES = ('none', 'original', 'corrected')
+GAMMA_ESTIMATORS = ('hutchinson', 'exact')
+
+
+def value_and_gradient(fn, parts):
+  """``fn(parts)`` and its gradient, zeros for parts it does not use."""
+  with tf.GradientTape() as tape:
+    tape.watch(parts)
+    value = fn(parts)
+  grads = tape.gradient(value, parts,
+                        unconnected_gradients=tf.UnconnectedGradients.ZERO)
+  return value, grads
+
+
+def gamma_scale(mode, decay):
+  """The factor ``c`` multiplying the Γ of the EMA metric."""
+  if mode == 'none':
+    return 0.
+  if mode == 'original':
+    return 1.
+  return 1. / (1. - decay)
+
+
+def _metric_jvp(fn, parts, preconditioner, state, step, batch_ndims, tangent):
+  """Value, gradient, updated metric state and ``J_{θ↦M_t(θ)z}(θ) z``."""
+  with tf.autodiff.ForwardAccumulator(parts, tangent) as acc:
+    value, grads = value_and_gradient(fn, parts)
+    new_state = preconditioner.update(state, grads, step, batch_ndims)
+    mz = preconditioner.apply(new_state, tangent, batch_ndims,
+                              differentiable=True)
+  jvp = acc.jvp(mz, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+  return value, grads, new_state, jvp
+
+
+def _basis_vector(j, parts, batch_ndims):
+  size = tensors.event_size(parts, batch_ndims)
+  flat = tf.one_hot(j, size, dtype=parts[0].dtype)
+  sizes = [tensors.event_size([p], batch_ndims) for p in parts]
+  out = []
+  for piece, p in zip(tf.split(flat, sizes), parts):
+    piece = tf.reshape(piece, p.shape[batch_ndims:])
+    out.append(tf.broadcast_to(piece, tf.shape(p)))
+  return out
+
+
+def _exact_gamma(fn, parts, preconditioner, state, step, batch_ndims):
+  size = tensors.event_size(parts, batch_ndims)
+
+  def body(j, acc):
+    e = _basis_vector(j, parts, batch_ndims)
+    jvp = _metric_jvp(fn, parts, preconditioner, state, step, batch_ndims, e)[-1]
+    return j + 1, [a + g for a, g in zip(acc, jvp)]
+  _, total = tf.while_loop(lambda j, _: j < size, body,
+                           (tf.constant(0), [tf.zeros_like(p) for p in parts]))
+  return total
+
+
+def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
+                       mode='none', estimator='hutchinson', seed=None):
+  """One step's log-prob, gradient, updated metric state and scaled Γ.
+
+  Args:
+    fn: callable mapping the list of state parts to the log-target ``û(θ)``
+      (leading `batch_ndims` axes are chains).
+    parts: list of `Tensor`s, the current state ``θ_t``.
+    preconditioner: a `Preconditioner` (see `preconditioners.py`).
+    state: its state before this step's update.
+    step: int32 scalar, the step counter.
+    batch_ndims: number of leading chain axes.
+    mode: ``'none' | 'original' | 'corrected'``.
+    estimator: ``'hutchinson' | 'exact'``.
+    seed: stateless seed of the Hutchinson probe.
+
+  Returns:
+    ``(value, grads, new_state, gamma)`` where ``gamma`` is ``c·Γ`` (``c`` from
+    `gamma_scale`) or `None` when ``mode == 'none'``.
+  """
+  if mode == 'none' or not preconditioner.is_adaptive:
+    value, grads = value_and_gradient(fn, parts)
+    return value, grads, preconditioner.update(state, grads, step, batch_ndims), None
+  if estimator == 'hutchinson':
+    z = noise_lib.rademacher(parts, seed)
+    value, grads, new_state, gamma = _metric_jvp(
+        fn, parts, preconditioner, state, step, batch_ndims, z)
+  else:
+    value, grads = value_and_gradient(fn, parts)
+    new_state = preconditioner.update(state, grads, step, batch_ndims)
+    gamma = _exact_gamma(fn, parts, preconditioner, state, step, batch_ndims)
+  c = gamma_scale(mode, preconditioner.decay)
+  return value, grads, new_state, [tf.cast(c, g.dtype) * g for g in gamma]

@@ -1,0 +1,231 @@
+"""Diagonal, layer-wise and Monge preconditioners M = G^{-1} as pure (init, update, apply) objects.
+
+Every preconditioner here is an immutable bag of hyperparameters with four
+pure methods on lists of tensors (leading `batch_ndims` axes are independent
+chains):
+
+* ``init(params, batch_ndims) -> state``
+* ``update(state, grads, step, batch_ndims) -> state``: folds the gradient
+  statistic ``h(ĝ)`` into the exponential moving average
+  ``V_t = α V_{t-1} + (1 - α) h(ĝ_t)`` (MATH.md, "The Γ term").
+* ``apply(state, vectors, batch_ndims, differentiable=False)``: ``M_t v``.
+* ``apply_sqrt(state, vectors, batch_ndims)``: ``M_t^{1/2} v``.
+
+``decay`` is the EMA rate α; the corrected Γ (Rensmeyer & Niggemann 2025,
+Algorithm 1) divides the Γ of the EMA metric by ``1 - decay``. With
+``differentiable=True`` `apply` keeps the metric differentiable with respect
+to the statistics of the current step, even where a cached quantity is used
+for its value (Wenzel's periodic scales); `gamma.py` relies on this.
+"""
+
+import collections
+
+import tensorflow as tf
+
+from tfp_adaptive.core import tensors
+
+__all__ = [
+    'Identity',
+    'Monge',
+    'MongeState',
+    'Preconditioner',
+    'RMSprop',
+    'RMSpropState',
+    'Wenzel',
+    'WenzelState',
+]
+
+RMSpropState = collections.namedtuple('RMSpropState', ['second_moment'])
+WenzelState = collections.namedtuple('WenzelState', ['second_moment', 'scale'])
+MongeState = collections.namedtuple('MongeState', ['mean_grad', 'fallback'])
+
+
+class Preconditioner(object):
+  """Base class: the identity metric of SGLD (Welling & Teh 2011), M = I."""
+
+  decay = 0.
+  is_adaptive = False
+
+  def init(self, params, batch_ndims):
+    del params, batch_ndims
+    return ()
+
+  def update(self, state, grads, step, batch_ndims):
+    del grads, step, batch_ndims
+    return state
+
+  def apply(self, state, vectors, batch_ndims, differentiable=False):
+    del state, batch_ndims, differentiable
+    return list(vectors)
+
+  def apply_sqrt(self, state, vectors, batch_ndims):
+    del state, batch_ndims
+    return list(vectors)
+
+
+class Identity(Preconditioner):
+  """M = I: plain SGLD (Welling & Teh 2011)."""
+
+
+def _ema(decay, old, new):
+  return [decay * o + (1. - decay) * n for o, n in zip(old, new)]
+
+
+class RMSprop(Preconditioner):
+  """RMSprop metric of pSGLD (Li et al. 2016; Rensmeyer & Niggemann 2025, Alg. 1).
+
+  ``V_t = α V_{t-1} + (1 - α) ĝ_t²`` and, by default (TFP and Rensmeyer's
+  Algorithm 1), ``M = diag(1 / sqrt(diagonal_bias + V))``; with
+  ``bias_outside_sqrt=True`` it is Li et al.'s ``M = diag(1/(diagonal_bias +
+  sqrt(V)))`` (also Adam's convention).
+
+  Args:
+    decay: α, the EMA rate, in [0, 1).
+    diagonal_bias: the stability constant (λ² inside, λ outside the sqrt).
+    bias_outside_sqrt: Python bool choosing Li et al.'s form.
+    initial_value: value of ``V_0`` (0 as in Algorithm 1; TFP uses 1).
+  """
+
+  is_adaptive = True
+
+  def __init__(self, decay, diagonal_bias, bias_outside_sqrt=False,
+               initial_value=0.):
+    self.decay = decay
+    self.diagonal_bias = diagonal_bias
+    self.bias_outside_sqrt = bias_outside_sqrt
+    self.initial_value = initial_value
+
+  def init(self, params, batch_ndims):
+    return RMSpropState([tf.fill(tf.shape(p), tf.cast(self.initial_value, p.dtype))
+                         for p in params])
+
+  def update(self, state, grads, step, batch_ndims):
+    decay = tf.cast(self.decay, grads[0].dtype)
+    return RMSpropState(_ema(decay, state.second_moment,
+                             [tf.square(g) for g in grads]))
+
+  def diagonal(self, state, power=1.):
+    """``diag(M)**power`` for each part."""
+    out = []
+    for v in state.second_moment:
+      bias = tf.cast(self.diagonal_bias, v.dtype)
+      if self.bias_outside_sqrt:
+        out.append((bias + tf.sqrt(v)) ** (-power))
+      else:
+        out.append((bias + v) ** (-0.5 * power))
+    return out
+
+  def apply(self, state, vectors, batch_ndims, differentiable=False):
+    return [d * x for d, x in zip(self.diagonal(state), vectors)]
+
+  def apply_sqrt(self, state, vectors, batch_ndims):
+    return [d * x for d, x in zip(self.diagonal(state, 0.5), vectors)]
+
+
+class Wenzel(Preconditioner):
+  """Layer-wise preconditioner of Wenzel et al. (2020), one scalar per part.
+
+  ``V`` is RMSprop's EMA of ``ĝ²``; every ``update_interval`` steps the scales
+  are refreshed: ``σ_l = sqrt(ε + mean(V_l))``, ``σ̃_l = σ_l / min_l σ_l``,
+  ``M = diag(1/σ̃_l)``. Between refreshes the metric is constant, so Γ uses
+  the derivative of the freshly computed scales at the current statistics
+  (exact when ``update_interval == 1``; the same small-step limit otherwise).
+  """
+
+  is_adaptive = True
+
+  def __init__(self, decay, diagonal_bias, update_interval):
+    self.decay = decay
+    self.diagonal_bias = diagonal_bias
+    self.update_interval = update_interval
+
+  def init(self, params, batch_ndims):
+    moments = [tf.zeros_like(p) for p in params]
+    batch = tf.shape(params[0])[:batch_ndims]
+    return WenzelState(moments, [tf.ones(batch, p.dtype) for p in params])
+
+  def _fresh_scales(self, second_moment, batch_ndims):
+    sig = [tf.sqrt(tf.cast(self.diagonal_bias, v.dtype) +
+                   tensors.part_event_mean(v, batch_ndims))
+           for v in second_moment]
+    smallest = tf.reduce_min(tf.stack(sig, axis=0), axis=0)
+    return [smallest / s for s in sig]
+
+  def update(self, state, grads, step, batch_ndims):
+    decay = tf.cast(self.decay, grads[0].dtype)
+    moments = _ema(decay, state.second_moment, [tf.square(g) for g in grads])
+    refresh = tf.equal(step % self.update_interval, 0)
+    fresh = self._fresh_scales(tf.nest.map_structure(tf.stop_gradient, moments),
+                               batch_ndims)
+    return WenzelState(moments, [tf.where(refresh, f, s)
+                                 for f, s in zip(fresh, state.scale)])
+
+  def _scales(self, state, batch_ndims, differentiable):
+    if not differentiable:
+      return state.scale
+    fresh = self._fresh_scales(state.second_moment, batch_ndims)
+    return [s + (f - tf.stop_gradient(f)) for s, f in zip(state.scale, fresh)]
+
+  def apply(self, state, vectors, batch_ndims, differentiable=False):
+    scales = self._scales(state, batch_ndims, differentiable)
+    return [tensors.broadcast_to_part(s, x, batch_ndims) * x
+            for s, x in zip(scales, vectors)]
+
+  def apply_sqrt(self, state, vectors, batch_ndims):
+    return [tensors.broadcast_to_part(tf.sqrt(s), x, batch_ndims) * x
+            for s, x in zip(state.scale, vectors)]
+
+
+class Monge(Preconditioner):
+  """Monge metric (Hartmann et al. 2022; Yu et al. 2023, Sec. 3.1).
+
+  ``ℓ_t = λ ℓ_{t-1} + (1 - λ) ĝ_t`` and
+  ``M = I - α²/(1 + α²‖ℓ‖²) ℓℓᵀ``,
+  ``M^{1/2} = I + (1/‖ℓ‖²)(1/sqrt(1 + α²‖ℓ‖²) - 1) ℓℓᵀ``, applied in O(D)
+  with the inner products over all parameters of a chain.
+
+  Fallback (Yu et al. 2023, App. A.4): a chain whose preconditioned gradient
+  norm ``‖M ĝ‖`` exceeds ``fallback_threshold`` uses ``M = I`` for that step.
+  """
+
+  is_adaptive = True
+
+  def __init__(self, decay, alpha2, fallback_threshold=1000.):
+    self.decay = decay
+    self.alpha2 = alpha2
+    self.fallback_threshold = fallback_threshold
+
+  def init(self, params, batch_ndims):
+    batch = tf.shape(params[0])[:batch_ndims]
+    return MongeState([tf.zeros_like(p) for p in params],
+                      tf.zeros(batch, tf.bool))
+
+  def update(self, state, grads, step, batch_ndims):
+    decay = tf.cast(self.decay, grads[0].dtype)
+    mean_grad = _ema(decay, state.mean_grad, grads)
+    probe = MongeState(mean_grad, tf.zeros_like(state.fallback))
+    pg = self.apply(probe, tf.nest.map_structure(tf.stop_gradient, grads),
+                    batch_ndims)
+    pg = tf.nest.map_structure(tf.stop_gradient, pg)
+    norm = tf.sqrt(tensors.event_dot(pg, pg, batch_ndims))
+    fallback = ~(norm <= tf.cast(self.fallback_threshold, norm.dtype))
+    return MongeState(mean_grad, fallback)
+
+  def _rank_one(self, state, vectors, batch_ndims, coef_fn):
+    ell = state.mean_grad
+    a2 = tf.cast(self.alpha2, ell[0].dtype)
+    sq = tensors.event_dot(ell, ell, batch_ndims)
+    coef = coef_fn(a2, sq) * tensors.event_dot(ell, vectors, batch_ndims)
+    coef = tf.where(state.fallback, tf.zeros_like(coef), coef)
+    return [x + tensors.broadcast_to_part(coef, l, batch_ndims) * l
+            for x, l in zip(vectors, ell)]
+
+  def apply(self, state, vectors, batch_ndims, differentiable=False):
+    return self._rank_one(state, vectors, batch_ndims,
+                          lambda a2, sq: -a2 / (1. + a2 * sq))
+
+  def apply_sqrt(self, state, vectors, batch_ndims):
+    def coef(a2, sq):  # (1/sqrt(1+a s) - 1)/s without cancellation at s = 0.
+      r = tf.sqrt(1. + a2 * sq)
+      return -a2 / (r * (1. + r))
+    return self._rank_one(state, vectors, batch_ndims, coef)

@@ -1,0 +1,175 @@
+"""Shampoo metric (Gupta et al. 2018; Yu et al. 2023, Sec. 3.2) by mode-wise contraction."""
+
+import collections
+import string
+
+import tensorflow as tf
+
+from tfp_adaptive.core import preconditioners
+
+__all__ = ['Shampoo', 'ShampooModeState']
+
+# One Kronecker factor: its EMA statistic, the cached roots (value of M and
+# M^{1/2} along this mode), and what Γ needs to differentiate the root at the
+# cached eigendecomposition (Daleckii–Krein divided differences).
+ShampooModeState = collections.namedtuple(
+    'ShampooModeState', ['factor', 'root', 'sqrt_root', 'eigvecs', 'divdiff'])
+
+_LETTERS = string.ascii_lowercase
+
+
+class Shampoo(preconditioners.Preconditioner):
+  """Shampoo metric, ``M = ⊗_i (H^i + εI)^{-1/(2d)}``, never a D×D matrix.
+
+  For a part of event shape ``(n_1, ..., n_d)`` and mode ``i``:
+  ``H^i_t = λ H^i_{t-1} + (1-λ) ĝ_(i) ĝ_(i)ᵀ`` (contraction over all axes but
+  ``i``). ``M^{1/2} = ⊗_i (H^i + εI)^{-1/(4d)}``. The persistent ridge ``ε`` is
+  added at every root computation (MATH.md), so in one dimension the metric
+  is ``1/sqrt(ε + V)``. Roots are recomputed by an eigendecomposition in
+  float64 every ``update_interval`` steps. Modes of size 1 or larger than
+  ``max_dim`` use a diagonal factor (sum of ``ĝ²`` over the other axes); a
+  scalar part is RMSprop with ``diagonal_bias = ε``.
+
+  For Γ, the root is differentiated at the cached eigendecomposition,
+  ``dR = U (F ∘ Uᵀ dH U) Uᵀ`` with ``F`` the divided differences of
+  ``x ↦ x^p``: exact when ``update_interval == 1``.
+  """
+
+  is_adaptive = True
+
+  def __init__(self, decay, epsilon, update_interval, max_dim=1024):
+    self.decay = decay
+    self.epsilon = epsilon
+    self.update_interval = update_interval
+    self.max_dim = max_dim
+
+  # -- layout of one part ---------------------------------------------------
+  def _modes(self, part, batch_ndims):
+    """[(size, dense?)] per mode; a scalar part has one diagonal mode."""
+    shape = [int(n) for n in part.shape[batch_ndims:]]
+    if not shape:
+      return [(1, False)]
+    return [(n, 1 < n <= self.max_dim) for n in shape]
+
+  def _power(self, part, batch_ndims):
+    return -1. / (2. * max(len(part.shape) - batch_ndims, 1))
+
+  # -- statistics -----------------------------------------------------------
+  def _statistic(self, g, i, dense, batch_ndims):
+    d = len(g.shape) - batch_ndims
+    if d == 0:
+      return tf.square(g)
+    s = _LETTERS[:d]
+    if dense:
+      t = s[:i] + 'z' + s[i + 1:]
+      return tf.einsum('...%s,...%s->...%sz' % (s, t, s[i]), g, g)
+    axes = [batch_ndims + k for k in range(d) if k != i]
+    return tf.reduce_sum(tf.square(g), axis=axes) if axes else tf.square(g)
+
+  def _roots(self, factor, dense, power):
+    """Cached (root, sqrt_root, eigvecs, divdiff) of ``factor + εI``."""
+    eps = tf.constant(self.epsilon, tf.float64)
+    h = tf.cast(tf.stop_gradient(factor), tf.float64)
+    dtype = factor.dtype
+    if not dense:
+      lam = tf.maximum(h + eps, eps)
+      out = (lam ** power, lam ** (power / 2.), (),
+             power * lam ** (power - 1.))
+      return tuple(tf.cast(x, dtype) if not isinstance(x, tuple) else x
+                   for x in out)
+    n = int(factor.shape[-1])
+    lam, u = tf.linalg.eigh(h + eps * tf.eye(n, dtype=tf.float64))
+    lam = tf.maximum(lam, eps)
+
+    def fn(q):
+      return tf.matmul(u * (lam ** q)[..., tf.newaxis, :], u, transpose_b=True)
+    li, lj = lam[..., :, tf.newaxis], lam[..., tf.newaxis, :]
+    diff = li - lj
+    close = tf.abs(diff) <= 1e-9 * tf.maximum(li, lj)
+    safe = tf.where(close, tf.ones_like(diff), diff)
+    divdiff = tf.where(close, power * li ** (power - 1.),
+                       (li ** power - lj ** power) / safe)
+    return tuple(tf.cast(x, dtype) for x in (fn(power), fn(power / 2.), u, divdiff))
+
+  def _mode_states(self, factors, part, batch_ndims):
+    power = self._power(part, batch_ndims)
+    return [ShampooModeState(f, *self._roots(f, dense, power))
+            for f, (_, dense) in zip(factors, self._modes(part, batch_ndims))]
+
+  def init(self, params, batch_ndims):
+    state = []
+    for p in params:
+      batch = tf.shape(p)[:batch_ndims]
+      factors = []
+      for i, (n, dense) in enumerate(self._modes(p, batch_ndims)):
+        if len(p.shape) == batch_ndims:
+          shape = batch
+        else:
+          shape = tf.concat([batch, [n, n] if dense else [n]], axis=0)
+        factors.append(tf.zeros(shape, p.dtype))
+      state.append(self._mode_states(factors, p, batch_ndims))
+    return state
+
+  def update(self, state, grads, step, batch_ndims):
+    decay = tf.cast(self.decay, grads[0].dtype)
+    new_state = []
+    for modes, g in zip(state, grads):
+      layout = self._modes(g, batch_ndims)
+      factors = [decay * m.factor + (1. - decay) *
+                 self._statistic(g, i, dense, batch_ndims)
+                 for i, (m, (_, dense)) in enumerate(zip(modes, layout))]
+      new_state.append(factors)
+
+    def refreshed():
+      return [self._mode_states(f, g, batch_ndims)
+              for f, g in zip(new_state, grads)]
+
+    def kept():
+      return [[m._replace(factor=f) for m, f in zip(modes, fs)]
+              for modes, fs in zip(state, new_state)]
+    if self.update_interval == 1:
+      return refreshed()
+    # Factors are carried through `cond` only by value in `kept`; keep them
+    # differentiable by re-attaching the live factors after the branch.
+    out = tf.cond(tf.equal(step % self.update_interval, 0), refreshed, kept)
+    return [[m._replace(factor=f) for m, f in zip(modes, fs)]
+            for modes, fs in zip(out, new_state)]
+
+  # -- application ----------------------------------------------------------
+  def _contract(self, x, mat, i, dense, batch_ndims):
+    d = len(x.shape) - batch_ndims
+    if d == 0:
+      return mat * x
+    if dense:
+      s = _LETTERS[:d]
+      t = s[:i] + 'z' + s[i + 1:]
+      return tf.einsum('...%s,...%sz->...%s' % (s, s[i], t), x, mat)
+    batch = tf.shape(mat)[:batch_ndims]
+    shape = tf.concat([batch, [1] * i, [-1], [1] * (d - i - 1)], axis=0)
+    return x * tf.reshape(mat, shape)
+
+  def _root_tangent(self, m, dense):
+    """Zero-valued term whose derivative is d(root) at the cached eigenbasis."""
+    delta = m.factor - tf.stop_gradient(m.factor)
+    if not dense:
+      return m.divdiff * delta
+    u = m.eigvecs
+    inner = tf.matmul(tf.matmul(u, delta, transpose_a=True), u)
+    return tf.matmul(tf.matmul(u, m.divdiff * inner), u, transpose_b=True)
+
+  def _apply(self, state, vectors, batch_ndims, field, differentiable=False):
+    out = []
+    for modes, x in zip(state, vectors):
+      for i, (m, (_, dense)) in enumerate(zip(modes, self._modes(x, batch_ndims))):
+        mat = getattr(m, field)
+        if differentiable:
+          mat = mat + self._root_tangent(m, dense)
+        x = self._contract(x, mat, i, dense, batch_ndims)
+      out.append(x)
+    return out
+
+  def apply(self, state, vectors, batch_ndims, differentiable=False):
+    return self._apply(state, vectors, batch_ndims, 'root', differentiable)
+
+  def apply_sqrt(self, state, vectors, batch_ndims):
+    return self._apply(state, vectors, batch_ndims, 'sqrt_root')

@@ -1,0 +1,59 @@
+"""Per-chain helpers on lists of tensors (leading `batch_ndims` axes are chains)."""
+
+import tensorflow as tf
+
+__all__ = [
+    'broadcast_to_part',
+    'event_dot',
+    'event_size',
+    'part_event_dot',
+    'part_event_mean',
+    'where_chains',
+]
+
+
+def part_event_dot(x, y, batch_ndims):
+  """Sum of `x * y` over the event axes of one part; shape = batch shape."""
+  axes = list(range(batch_ndims, len(x.shape)))
+  return tf.reduce_sum(x * y, axis=axes) if axes else x * y
+
+
+def part_event_mean(x, batch_ndims):
+  """Mean of `x` over the event axes of one part; shape = batch shape."""
+  axes = list(range(batch_ndims, len(x.shape)))
+  return tf.reduce_mean(x, axis=axes) if axes else x
+
+
+def event_dot(xs, ys, batch_ndims):
+  """Inner product over *all* event axes of all parts, one value per chain."""
+  return tf.add_n([part_event_dot(x, y, batch_ndims) for x, y in zip(xs, ys)])
+
+
+def event_size(parts, batch_ndims):
+  """Number of scalar parameters of one chain (static Python int)."""
+  total = 0
+  for p in parts:
+    n = 1
+    for d in p.shape[batch_ndims:]:
+      n *= int(d)
+    total += n
+  return total
+
+
+def broadcast_to_part(c, part, batch_ndims):
+  """Reshapes a per-chain tensor `c` (batch shape) to broadcast against `part`."""
+  event_rank = len(part.shape) - batch_ndims
+  if event_rank == 0:
+    return c
+  return tf.reshape(c, tf.concat([tf.shape(c), [1] * event_rank], axis=0))
+
+
+def where_chains(mask, new, old, batch_ndims):
+  """Per-chain select over nested structures whose leaves lead with batch axes."""
+  def _select(n, o):
+    m = mask
+    extra = len(n.shape) - batch_ndims
+    if extra:
+      m = tf.reshape(m, tf.concat([tf.shape(m), [1] * extra], axis=0))
+    return tf.where(m, n, o)
+  return tf.nest.map_structure(_select, new, old)

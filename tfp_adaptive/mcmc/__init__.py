@@ -1,0 +1,18 @@
+"""SG-MCMC transition kernels for `tfp.mcmc` with the Γ correction of Rensmeyer & Niggemann."""
+
+from tfp_adaptive.mcmc.driver import sample
+from tfp_adaptive.mcmc.driver import stationary_histogram
+from tfp_adaptive.mcmc.kernel import AdaptiveSGMCMC
+from tfp_adaptive.mcmc.kernel import AdaptiveSGMCMCKernelResults
+from tfp_adaptive.mcmc.samplers import AdamSGLD
+from tfp_adaptive.mcmc.samplers import MongeSGRLD
+from tfp_adaptive.mcmc.samplers import PSGLD
+from tfp_adaptive.mcmc.samplers import SGLD
+from tfp_adaptive.mcmc.samplers import ShampooSGRLD
+from tfp_adaptive.mcmc.samplers import WenzelSGLD
+
+__all__ = [
+    'AdamSGLD', 'AdaptiveSGMCMC', 'AdaptiveSGMCMCKernelResults', 'MongeSGRLD',
+    'PSGLD', 'SGLD', 'ShampooSGRLD', 'WenzelSGLD', 'sample',
+    'stationary_histogram',
+]

@@ -1,0 +1,196 @@
+"""Running kernels for long: compiled chunks with progress, and streaming histograms."""
+
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_adaptive import validation
+
+__all__ = ['sample', 'stationary_histogram']
+
+
+class _Progress(object):
+  """A tqdm bar when tqdm is installed, else a line every ~10 seconds."""
+
+  def __init__(self, total, desc, enabled):
+    self.total, self.desc, self.enabled = total, desc, enabled
+    self.done, self.start, self.last = 0, time.time(), 0.
+    self.bar = None
+    if enabled:
+      try:
+        import tqdm  # pylint: disable=g-import-not-at-top
+        self.bar = tqdm.tqdm(total=total, desc=desc, unit='step')
+      except ImportError:
+        pass
+
+  def update(self, n):
+    self.done += n
+    if not self.enabled:
+      return
+    if self.bar is not None:
+      self.bar.update(n)
+      return
+    now = time.time()
+    if now - self.last > 10. or self.done >= self.total:
+      self.last = now
+      rate = self.done / max(now - self.start, 1e-9)
+      print('%s: %d/%d steps (%.0f steps/s)' % (self.desc, self.done, self.total,
+                                                rate), file=sys.stderr)
+
+  def close(self):
+    if self.bar is not None:
+      self.bar.close()
+
+
+def _check_finite(kernel, results):
+  count = _find_nonfinite(results)
+  if count is None:
+    return
+  total = int(np.sum(count))
+  policy = getattr(kernel, 'parameters', {}).get('nonfinite')
+  if total and policy == 'raise':
+    raise FloatingPointError(
+        '%s: %d step(s) had a non-finite log-prob, gradient or state (chains '
+        'kept their last finite state). Lower `step_size` or check the model.'
+        % (type(kernel).__name__, total))
+
+
+def _find_nonfinite(results):
+  while results is not None:
+    if hasattr(results, 'num_nonfinite'):
+      return results.num_nonfinite
+    results = getattr(results, 'inner_results', None)
+  return None
+
+
+def sample(kernel, current_state, num_results, num_burnin_steps=0,
+           num_steps_between_results=0, trace_fn=None, seed=None,
+           chunk_size=1000, progress=True, jit_compile=True):
+  """`tfp.mcmc.sample_chain` in compiled chunks, with a progress bar.
+
+  Each chunk of `chunk_size` results is one XLA-compiled `sample_chain` call
+  (traced once and reused); between chunks the kernel results are checked
+  for non-finite steps (``nonfinite='raise'`` raises `FloatingPointError`).
+
+  Args:
+    kernel: a `tfp.mcmc.TransitionKernel`.
+    current_state: initial state (Tensor or list).
+    num_results: int >= 1, samples to return.
+    num_burnin_steps: int >= 0, steps discarded first.
+    num_steps_between_results: int >= 0, thinning.
+    trace_fn: as in `sample_chain` (default: no trace).
+    seed: stateless seed.
+    chunk_size: int >= 1, results per compiled call.
+    progress: show a bar / periodic lines.
+    jit_compile: compile each chunk with XLA.
+
+  Returns:
+    ``(samples, trace, final_kernel_results)`` (trace is `None` without
+    `trace_fn`).
+  """
+  validation.check_int('num_results', num_results)
+  validation.check_int('num_burnin_steps', num_burnin_steps, low=0)
+  validation.check_int('num_steps_between_results', num_steps_between_results,
+                       low=0)
+  validation.check_int('chunk_size', chunk_size)
+  seed = tfp.random.sanitize_seed(seed)
+  trace = trace_fn if trace_fn is not None else (lambda *_: ())
+
+  @tf.function(jit_compile=jit_compile, autograph=False)
+  def run(state, results, n, burn, chunk_seed):
+    return tfp.mcmc.sample_chain(
+        n, state, previous_kernel_results=results, kernel=kernel,
+        num_burnin_steps=burn,
+        num_steps_between_results=num_steps_between_results,
+        trace_fn=lambda s, r: (trace(s, r), r), seed=chunk_seed,
+        return_final_kernel_results=True)
+
+  results = kernel.bootstrap_results(current_state)
+  total = num_burnin_steps + num_results * (1 + num_steps_between_results)
+  bar = _Progress(total, type(kernel).__name__, progress)
+  state, samples, traces, done = current_state, [], [], 0
+  try:
+    while done < num_results:
+      n = min(chunk_size, num_results - done)
+      burn = num_burnin_steps if done == 0 else 0
+      seed, chunk_seed = tfp.random.split_seed(seed)
+      out = run(state, results, n, burn, chunk_seed)
+      chunk, (tr, _), results = out.all_states, out.trace, out.final_kernel_results
+      _check_finite(kernel, results)
+      samples.append(chunk)
+      traces.append(tr)
+      state = tf.nest.map_structure(lambda x: x[-1], chunk)
+      done += n
+      bar.update(burn + n * (1 + num_steps_between_results))
+  finally:
+    bar.close()
+  concat = lambda *xs: tf.concat(xs, axis=0)
+  samples = tf.nest.map_structure(concat, *samples)
+  traces = tf.nest.map_structure(concat, *traces) if trace_fn else None
+  return samples, traces, results
+
+
+def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
+                         chunk_steps=100000, progress=True, jit_compile=True):
+  """Histogram of every visited state of a 1-D kernel, streamed (no storage).
+
+  Rensmeyer & Niggemann's estimator of the stationary density (eq. 40–41):
+  every step of every chain adds to the bin counts. Values outside the edges
+  are counted in ``outside``.
+
+  Args:
+    kernel: a kernel whose state is one Tensor of shape ``[num_chains]``.
+    current_state: that Tensor.
+    num_steps: int, steps per chain.
+    edges: 1-D array of bin edges (uniform spacing).
+    seed: stateless seed.
+    chunk_steps: steps per compiled call.
+
+  Returns:
+    ``(counts, outside, final_state, final_kernel_results)``: NumPy int64
+    counts per bin, the number of visits outside, and the last state/results.
+  """
+  validation.check_int('num_steps', num_steps)
+  edges = np.asarray(edges, np.float64)
+  lo, hi, nbins = float(edges[0]), float(edges[-1]), len(edges) - 1
+  seed = tfp.random.sanitize_seed(seed)
+
+  @tf.function(jit_compile=jit_compile, autograph=False)
+  def run(state, results, n, run_seed):
+    dtype = state.dtype
+
+    def body(i, s, r, counts, seed):
+      seed, step_seed = tfp.random.split_seed(seed)
+      s, r = kernel.one_step(s, r, seed=step_seed)
+      idx = tf.cast(tf.floor((s - tf.cast(lo, dtype)) /
+                             tf.cast((hi - lo) / nbins, dtype)), tf.int32)
+      inside = (idx >= 0) & (idx < nbins)
+      counts += tf.math.unsorted_segment_sum(
+          tf.ones_like(idx, tf.int64), tf.where(inside, idx, nbins), nbins + 1)
+      return i + 1, s, r, counts, seed
+    _, s, r, counts, _ = tf.while_loop(
+        lambda i, *_: i < n, body,
+        (tf.constant(0), state, results, tf.zeros([nbins + 1], tf.int64),
+         run_seed))
+    return s, r, counts
+
+  state = tf.convert_to_tensor(current_state)
+  results = kernel.bootstrap_results(state)
+  total = np.zeros([nbins + 1], np.int64)
+  bar = _Progress(num_steps, type(kernel).__name__, progress)
+  done = 0
+  try:
+    while done < num_steps:
+      n = min(chunk_steps, num_steps - done)
+      seed, run_seed = tfp.random.split_seed(seed)
+      state, results, counts = run(state, results, tf.constant(n), run_seed)
+      _check_finite(kernel, results)
+      total += counts.numpy()
+      done += n
+      bar.update(n)
+  finally:
+    bar.close()
+  return total[:-1], int(total[-1]), state, results

@@ -1,0 +1,195 @@
+"""The shared `tfp.mcmc.TransitionKernel` adapter around the core sampler math."""
+
+import collections
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_adaptive import schedules
+from tfp_adaptive import validation
+from tfp_adaptive.core import gamma as gamma_lib
+from tfp_adaptive.core import diffusion
+from tfp_adaptive.core import noise as noise_lib
+from tfp_adaptive.core import tensors
+
+__all__ = ['AdaptiveSGMCMC', 'AdaptiveSGMCMCKernelResults', 'NONFINITE_POLICIES']
+
+NONFINITE_POLICIES = ('reject', 'raise', 'ignore')
+
+
+class AdaptiveSGMCMCKernelResults(
+    collections.namedtuple('AdaptiveSGMCMCKernelResults', [
+        'target_log_prob', 'preconditioner_state', 'momentum', 'step',
+        'num_nonfinite', 'seed'])):
+  """State of a sampler between steps (nothing mutable lives on the kernel).
+
+  Fields:
+    target_log_prob: û at the state *before* the last step (batch shape).
+    preconditioner_state: the metric statistics (EMAs, Shampoo roots, ...).
+    momentum: Adam-SGLD's first moment, ``()`` for the other samplers.
+    step: int32 number of steps taken.
+    num_nonfinite: int32 per chain, steps whose log-prob, gradient or
+      proposal was NaN/Inf (and, with ``nonfinite='reject'``, were undone).
+    seed: the stateless seed the last step used.
+  """
+  __slots__ = ()
+
+
+def _as_list(state):
+  return list(state) if isinstance(state, (list, tuple)) else [state]
+
+
+def _like(parts, state):
+  return type(state)(parts) if isinstance(state, (list, tuple)) else parts[0]
+
+
+class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
+  """Base kernel: one Euler–Maruyama step of preconditioned SG-MCMC.
+
+  ``θ' = θ + (h/2)(M ∇û + τ c Γ) + sqrt(h τ) M^{1/2} ξ`` where ``M`` is built by
+  ``self.preconditioner`` from ∇ of ``target_log_prob_fn`` (i.e. ∇û, the
+  stochastic log-posterior, not the Keras loss). Subclasses only pick the
+  preconditioner and store their arguments in ``self._parameters``.
+  """
+
+  _noise_is_preconditioned = True
+
+  def __init__(self, target_log_prob_fn, step_size, preconditioner,
+               temperature, gamma, gamma_estimator, nonfinite, parameters):
+    if not callable(target_log_prob_fn):
+      raise TypeError('`target_log_prob_fn` must be callable. Received: %r'
+                      % (target_log_prob_fn,))
+    schedules.as_schedule(step_size)
+    validation.check_number('temperature', temperature, low=0., low_open=True)
+    validation.check_choice('gamma', gamma, gamma_lib.GAMMA_MODES)
+    validation.check_choice('gamma_estimator', gamma_estimator,
+                            gamma_lib.GAMMA_ESTIMATORS)
+    validation.check_choice('nonfinite', nonfinite, NONFINITE_POLICIES)
+    self._preconditioner = preconditioner
+    self._parameters = parameters
+
+  # -- TransitionKernel contract ------------------------------------------
+  @property
+  def parameters(self):
+    return self._parameters
+
+  @property
+  def target_log_prob_fn(self):
+    return self._parameters['target_log_prob_fn']
+
+  @property
+  def step_size(self):
+    return self._parameters['step_size']
+
+  @property
+  def preconditioner(self):
+    return self._preconditioner
+
+  @property
+  def is_calibrated(self):
+    return False
+
+  @property
+  def name(self):
+    return self._parameters.get('name') or type(self).__name__
+
+  def copy(self, **override_parameter_kwargs):
+    params = dict(self.parameters, **override_parameter_kwargs)
+    return type(self)(**params)
+
+  # -- helpers --------------------------------------------------------------
+  def _log_prob(self, parts, seed):
+    fn = self.target_log_prob_fn
+    if getattr(fn, 'needs_seed', False):
+      return fn(*parts, seed=seed)
+    return fn(*parts)
+
+  def _batch_ndims(self, parts, log_prob):
+    if log_prob.shape.rank is None:
+      raise ValueError('`target_log_prob_fn` must return a tensor of known rank.')
+    batch_ndims = log_prob.shape.rank
+    for i, p in enumerate(parts):
+      lead = p.shape[:batch_ndims]
+      if p.shape.rank < batch_ndims or not lead.is_compatible_with(log_prob.shape):
+        raise ValueError(
+            'Shape mismatch: the leading dimensions of `current_state` part %d '
+            '(shape %s) must equal the shape %s of `target_log_prob_fn`\'s '
+            'output (one log-prob per chain).' % (i, p.shape, log_prob.shape))
+    return batch_ndims
+
+  def _init_momentum(self, parts):
+    del parts
+    return ()
+
+  def _drift(self, grads, pstate, momentum, batch_ndims):
+    """``M ∇û`` and the new momentum; Adam-SGLD overrides this."""
+    return self.preconditioner.apply(pstate, grads, batch_ndims), momentum
+
+  def bootstrap_results(self, init_state):
+    with tf.name_scope(self.name + '.bootstrap_results'):
+      parts = [tf.convert_to_tensor(p) for p in _as_list(init_state)]
+      for i, p in enumerate(parts):
+        if not p.dtype.is_floating:
+          raise TypeError('`current_state` part %d must be floating point. '
+                          'Received dtype %s.' % (i, p.dtype.name))
+      lp = self._log_prob(parts, seed=None)
+      batch_ndims = self._batch_ndims(parts, lp)
+      return AdaptiveSGMCMCKernelResults(
+          target_log_prob=lp,
+          preconditioner_state=self.preconditioner.init(parts, batch_ndims),
+          momentum=self._init_momentum(parts),
+          step=tf.constant(0, tf.int32),
+          num_nonfinite=tf.zeros(tf.shape(lp), tf.int32),
+          seed=tfp.random.sanitize_seed(0))
+
+  def one_step(self, current_state, previous_kernel_results, seed=None):
+    with tf.name_scope(self.name + '.one_step'):
+      p = self.parameters
+      prev = previous_kernel_results
+      seed = tfp.random.sanitize_seed(seed, salt='AdaptiveSGMCMC')
+      batch_seed, probe_seed, noise_seed = tfp.random.split_seed(seed, n=3)
+      parts = [tf.convert_to_tensor(x) for x in _as_list(current_state)]
+      batch_ndims = prev.target_log_prob.shape.rank
+      fn = lambda xs: self._log_prob(xs, batch_seed)
+      lp, grads, pstate, gamma = gamma_lib.gradient_and_gamma(
+          fn, parts, self.preconditioner, prev.preconditioner_state, prev.step,
+          batch_ndims, p.get('gamma', 'none'),
+          p.get('gamma_estimator', 'hutchinson'), probe_seed)
+      drift, momentum = self._drift(grads, pstate, prev.momentum, batch_ndims)
+      xi = noise_lib.normal(parts, noise_seed)
+      if self._noise_is_preconditioned:
+        xi = self.preconditioner.apply_sqrt(pstate, xi, batch_ndims)
+      h = schedules.evaluate(self.step_size, prev.step)
+      new_parts = diffusion.langevin_step(parts, drift, xi, h, p['temperature'],
+                                          gamma)
+      new_parts, pstate, momentum, bad = self._handle_nonfinite(
+          lp, grads, parts, new_parts, prev, pstate, momentum, batch_ndims)
+      results = AdaptiveSGMCMCKernelResults(
+          target_log_prob=lp, preconditioner_state=pstate, momentum=momentum,
+          step=prev.step + 1,
+          num_nonfinite=prev.num_nonfinite + tf.cast(bad, tf.int32),
+          seed=seed)
+      return _like(new_parts, current_state), results
+
+  def _handle_nonfinite(self, lp, grads, parts, new_parts, prev, pstate,
+                        momentum, batch_ndims):
+    """Applies the ``nonfinite`` policy per chain; returns the bad-chain mask."""
+    ok = tf.math.is_finite(lp)
+    for x in list(grads) + list(new_parts):
+      finite = tf.cast(tf.math.is_finite(x), tf.float32)
+      ok &= tensors.part_event_mean(finite, batch_ndims) >= 1.
+    policy = self.parameters['nonfinite']
+    if policy == 'ignore':
+      return new_parts, pstate, momentum, ~ok
+    if policy == 'raise':  # A no-op under XLA: `sample` re-checks the count.
+      with tf.control_dependencies([tf.debugging.Assert(
+          tf.reduce_all(ok),
+          ['Non-finite log-prob, gradient or state in %s at step' % self.name,
+           prev.step, '. Lower the step size or check the model.'])]):
+        ok = tf.identity(ok)
+    new_parts = tensors.where_chains(ok, new_parts, parts, batch_ndims)
+    pstate = tensors.where_chains(ok, pstate, prev.preconditioner_state,
+                                  batch_ndims)
+    momentum = tensors.where_chains(ok, momentum, prev.momentum, batch_ndims)
+    return new_parts, pstate, momentum, ~ok
+

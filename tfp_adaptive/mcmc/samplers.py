@@ -1,0 +1,223 @@
+"""The public SG-MCMC kernels: SGLD, PSGLD, WenzelSGLD, MongeSGRLD, ShampooSGRLD, AdamSGLD.
+
+All share `AdaptiveSGMCMC.one_step`; each only chooses its preconditioner.
+Common arguments:
+
+  target_log_prob_fn: callable of the state parts returning ``û(θ)``, one
+    value per chain (leading state axes equal its output shape). A
+    `tfp_adaptive.minibatch.MinibatchLogProb` also receives each step's seed.
+    The metric statistics are built from ∇ of this function (∇û).
+  step_size: ``h`` of MATH.md: a float, a `Tensor`, or a callable of the
+    int32 step number (see `tfp_adaptive.schedules`).
+  temperature: ``τ > 0`` (1 = Bayes posterior).
+  gamma: ``'none' | 'original' | 'corrected'`` (see `tfp_adaptive.core.gamma`).
+  gamma_estimator: ``'hutchinson'`` (default) or ``'exact'`` (small D only).
+  nonfinite: ``'reject'`` (default: a chain whose log-prob, gradient or
+    proposal is NaN/Inf keeps its previous state and metric, and
+    ``kernel_results.num_nonfinite`` counts it), ``'raise'`` (outside XLA the
+    step fails; `tfp_adaptive.mcmc.sample` raises after a compiled chunk), or
+    ``'ignore'``.
+  name: optional name scope.
+"""
+
+import tensorflow as tf
+
+from tfp_adaptive import validation
+from tfp_adaptive.core import diffusion
+from tfp_adaptive.core import preconditioners
+from tfp_adaptive.core import shampoo
+from tfp_adaptive.mcmc import kernel
+
+__all__ = ['AdamSGLD', 'MongeSGRLD', 'PSGLD', 'SGLD', 'ShampooSGRLD', 'WenzelSGLD']
+
+
+def _decay(name, value):
+  return validation.check_number(name, value, low=0., high=1., high_open=True)
+
+
+def _bias(name, value):
+  return validation.check_number(name, value, low=0.)
+
+
+class SGLD(kernel.AdaptiveSGMCMC):
+  """Stochastic gradient Langevin dynamics (Welling & Teh 2011), M = I.
+
+  ``θ' = θ + (h/2) ∇û + sqrt(h τ) ξ``; the lecture's ``w + η∇û + sqrt(2ητ)ξ``
+  with ``h = 2η``.
+
+  Example:
+    >>> import tensorflow as tf
+    >>> import tensorflow_probability as tfp
+    >>> import tfp_adaptive as tfa
+    >>> k = tfa.mcmc.SGLD(lambda x: -0.5 * x**2, step_size=0.1)
+    >>> xs = tfp.mcmc.sample_chain(100, tf.zeros([8]), kernel=k,
+    ...                            trace_fn=None, seed=(1, 2))
+  """
+
+  def __init__(self, target_log_prob_fn, step_size, temperature=1.,
+               nonfinite='reject', name=None):
+    parameters = dict(target_log_prob_fn=target_log_prob_fn,
+                      step_size=step_size, temperature=temperature,
+                      nonfinite=nonfinite, name=name)
+    super().__init__(target_log_prob_fn, step_size,
+                     preconditioners.Identity(), temperature, 'none',
+                     'hutchinson', nonfinite, parameters)
+
+
+class PSGLD(kernel.AdaptiveSGMCMC):
+  """Preconditioned SGLD (Li et al. 2016) with Rensmeyer & Niggemann's Γ fix.
+
+  ``V_t = α V_{t-1} + (1-α)(∇û)²``, ``M = diag(1/sqrt(diagonal_bias + V))``
+  (TFP; Rensmeyer Alg. 1 with ``diagonal_bias = λ²``), or Li et al.'s
+  ``diag(1/(diagonal_bias + sqrt(V)))`` with ``bias_outside_sqrt=True``.
+  ``gamma='corrected'`` is Algorithm 1 of Rensmeyer & Niggemann (2025);
+  ``gamma='original'`` is what TFP's pSGLD optimizer computes. ``V_0 = 0``.
+
+  Args:
+    preconditioner_decay_rate: α in [0, 1), default 0.95 (as TFP).
+    diagonal_bias: >= 0, default 1e-8 (as TFP).
+    bias_outside_sqrt: Python bool, default False.
+    (and the common arguments of the module docstring)
+  """
+
+  def __init__(self, target_log_prob_fn, step_size,
+               preconditioner_decay_rate=0.95, diagonal_bias=1e-8,
+               bias_outside_sqrt=False, temperature=1., gamma='corrected',
+               gamma_estimator='hutchinson', nonfinite='reject', name=None):
+    parameters = dict(locals())
+    parameters.pop('self')
+    parameters.pop('__class__', None)
+    _decay('preconditioner_decay_rate', preconditioner_decay_rate)
+    _bias('diagonal_bias', diagonal_bias)
+    pre = preconditioners.RMSprop(preconditioner_decay_rate, diagonal_bias,
+                                  bool(bias_outside_sqrt))
+    super().__init__(target_log_prob_fn, step_size, pre, temperature, gamma,
+                     gamma_estimator, nonfinite, parameters)
+
+
+class WenzelSGLD(kernel.AdaptiveSGMCMC):
+  """Layer-wise preconditioned SGLD of Wenzel et al. (2020), one scale per part.
+
+  Args:
+    preconditioner_decay_rate: EMA rate of ``(∇û)²`` in [0, 1), default 0.95.
+    update_interval: int >= 1, steps between refreshes of the layer scales
+      (Wenzel et al. refresh once per epoch), default 100.
+    diagonal_bias: ε >= 0 in ``σ_l = sqrt(ε + mean(V_l))``, default 1e-8.
+  """
+
+  def __init__(self, target_log_prob_fn, step_size,
+               preconditioner_decay_rate=0.95, update_interval=100,
+               diagonal_bias=1e-8, temperature=1., gamma='corrected',
+               gamma_estimator='hutchinson', nonfinite='reject', name=None):
+    parameters = dict(locals())
+    parameters.pop('self')
+    parameters.pop('__class__', None)
+    _decay('preconditioner_decay_rate', preconditioner_decay_rate)
+    validation.check_int('update_interval', update_interval)
+    _bias('diagonal_bias', diagonal_bias)
+    pre = preconditioners.Wenzel(preconditioner_decay_rate, diagonal_bias,
+                                 update_interval)
+    super().__init__(target_log_prob_fn, step_size, pre, temperature, gamma,
+                     gamma_estimator, nonfinite, parameters)
+
+
+class MongeSGRLD(kernel.AdaptiveSGMCMC):
+  """SGRLD in the Monge metric (Yu et al. 2023, Sec. 3.1), O(D) per step.
+
+  ``ℓ_t = λ ℓ_{t-1} + (1-λ) ∇û``, ``M = I - α²ℓℓᵀ/(1 + α²‖ℓ‖²)``.
+
+  Args:
+    alpha2: α² >= 0, default 1.0 (0 is SGLD).
+    preconditioner_decay_rate: λ in [0, 1), default 0.9.
+    fallback_threshold: > 0; a chain with ``‖M∇û‖`` above it uses M = I for
+      that step (Yu et al. App. A.4), default 1000.
+  """
+
+  def __init__(self, target_log_prob_fn, step_size, alpha2=1.,
+               preconditioner_decay_rate=0.9, fallback_threshold=1000.,
+               temperature=1., gamma='corrected', gamma_estimator='hutchinson',
+               nonfinite='reject', name=None):
+    parameters = dict(locals())
+    parameters.pop('self')
+    parameters.pop('__class__', None)
+    validation.check_number('alpha2', alpha2, low=0.)
+    _decay('preconditioner_decay_rate', preconditioner_decay_rate)
+    validation.check_number('fallback_threshold', fallback_threshold, low=0.,
+                            low_open=True)
+    pre = preconditioners.Monge(preconditioner_decay_rate, alpha2,
+                                fallback_threshold)
+    super().__init__(target_log_prob_fn, step_size, pre, temperature, gamma,
+                     gamma_estimator, nonfinite, parameters)
+
+
+class ShampooSGRLD(kernel.AdaptiveSGMCMC):
+  """SGRLD in the Shampoo metric (Yu et al. 2023, Sec. 3.2).
+
+  Args:
+    preconditioner_decay_rate: λ in [0, 1) of the Kronecker factors, default
+      0.9995 (Yu et al.'s funnel).
+    epsilon: persistent ridge ε > 0 added at every root computation, default
+      1e-6.
+    update_interval: int >= 1, steps between eigendecompositions, default 1.
+    max_dim: modes larger than this use a diagonal factor, default 1024.
+  """
+
+  def __init__(self, target_log_prob_fn, step_size,
+               preconditioner_decay_rate=0.9995, epsilon=1e-6,
+               update_interval=1, max_dim=1024, temperature=1.,
+               gamma='corrected', gamma_estimator='hutchinson',
+               nonfinite='reject', name=None):
+    parameters = dict(locals())
+    parameters.pop('self')
+    parameters.pop('__class__', None)
+    _decay('preconditioner_decay_rate', preconditioner_decay_rate)
+    validation.check_number('epsilon', epsilon, low=0., low_open=True)
+    validation.check_int('update_interval', update_interval)
+    validation.check_int('max_dim', max_dim)
+    pre = shampoo.Shampoo(preconditioner_decay_rate, epsilon, update_interval,
+                          max_dim)
+    super().__init__(target_log_prob_fn, step_size, pre, temperature, gamma,
+                     gamma_estimator, nonfinite, parameters)
+
+
+class AdamSGLD(kernel.AdaptiveSGMCMC):
+  """Adam-SGLD (Kim, Song & Liang 2022; Rensmeyer & Niggemann 2025, eq. 28–31).
+
+  ``θ' = θ + (h/2)(∇û + a M m) + sqrt(h τ) ξ``: not Riemannian, no Γ; its
+  1-D stationary density is Rensmeyer eq. (35), not the target.
+
+  Args:
+    preconditioner_decay_rate: α of ``V`` in [0, 1), default 0.9.
+    momentum_decay_rate: β of ``m`` in [0, 1), default 0.5.
+    drift_scale: Kim's ``a`` >= 0, default 1.0.
+    diagonal_bias: λ >= 0, default 0.1.
+    bias_outside_sqrt: default True (Adam's and Rensmeyer's eq. 29 form).
+  """
+
+  _noise_is_preconditioned = False
+
+  def __init__(self, target_log_prob_fn, step_size,
+               preconditioner_decay_rate=0.9, momentum_decay_rate=0.5,
+               drift_scale=1., diagonal_bias=0.1, bias_outside_sqrt=True,
+               temperature=1., nonfinite='reject', name=None):
+    parameters = dict(locals())
+    parameters.pop('self')
+    parameters.pop('__class__', None)
+    _decay('preconditioner_decay_rate', preconditioner_decay_rate)
+    _decay('momentum_decay_rate', momentum_decay_rate)
+    validation.check_number('drift_scale', drift_scale, low=0.)
+    _bias('diagonal_bias', diagonal_bias)
+    pre = preconditioners.RMSprop(preconditioner_decay_rate, diagonal_bias,
+                                  bool(bias_outside_sqrt))
+    super().__init__(target_log_prob_fn, step_size, pre, temperature, 'none',
+                     'hutchinson', nonfinite, parameters)
+
+  def _init_momentum(self, parts):
+    return [tf.zeros_like(p) for p in parts]
+
+  def _drift(self, grads, pstate, momentum, batch_ndims):
+    p = self.parameters
+    return diffusion.adam_sgld_drift(
+        grads, momentum,
+        lambda m: self.preconditioner.apply(pstate, m, batch_ndims),
+        p['momentum_decay_rate'], p['drift_scale'])

@@ -1,0 +1,60 @@
+"""Stochastic log-posteriors û(θ) = (N/m) Σ_batch log p(y|x,θ) + log p(θ) from in-memory data."""
+
+import tensorflow as tf
+
+from tfp_adaptive import validation
+
+__all__ = ['MinibatchLogProb', 'minibatch_log_prob']
+
+
+class MinibatchLogProb(object):
+  """Callable ``û(*state, seed)`` drawing its minibatch from a stateless seed.
+
+  The kernels of `tfp_adaptive.mcmc` recognise this type and pass each step's
+  seed, so the minibatch is drawn inside the compiled chain (no Python loop),
+  and the gradient and Γ of one step see the same minibatch. Indices are drawn
+  uniformly with replacement.
+
+  Args:
+    log_likelihood_fn: callable ``(state_parts_list, batch) -> [..., m]``
+      log-likelihood of each example of ``batch`` (leading state axes are
+      chains; the returned last axis runs over the ``m`` examples).
+    data: a `Tensor` or a (nested) structure of them with leading axis N.
+    batch_size: ``m``, an int in [1, N].
+    log_prior_fn: optional callable ``(state_parts_list) -> [...]``.
+  """
+
+  needs_seed = True
+
+  def __init__(self, log_likelihood_fn, data, batch_size, log_prior_fn=None):
+    self.data = tf.nest.map_structure(tf.convert_to_tensor, data)
+    self.num_examples = int(tf.nest.flatten(self.data)[0].shape[0])
+    self.batch_size = validation.check_int('batch_size', batch_size)
+    if self.batch_size > self.num_examples:
+      raise ValueError('`batch_size` must lie in [1, %d] (the data size). '
+                       'Received: batch_size=%d'
+                       % (self.num_examples, batch_size))
+    self.log_likelihood_fn = log_likelihood_fn
+    self.log_prior_fn = log_prior_fn
+
+  def __call__(self, *parts, seed=None):
+    parts = list(parts)
+    if seed is None:
+      batch = self.data
+      scale = 1.
+    else:
+      idx = tf.random.stateless_uniform(
+          [self.batch_size], seed=seed, minval=0, maxval=self.num_examples,
+          dtype=tf.int32, alg='philox')
+      batch = tf.nest.map_structure(lambda d: tf.gather(d, idx), self.data)
+      scale = self.num_examples / self.batch_size
+    ll = tf.reduce_sum(self.log_likelihood_fn(parts, batch), axis=-1)
+    out = tf.cast(scale, ll.dtype) * ll
+    if self.log_prior_fn is not None:
+      out = out + self.log_prior_fn(parts)
+    return out
+
+
+def minibatch_log_prob(log_likelihood_fn, data, batch_size, log_prior_fn=None):
+  """Builds a `MinibatchLogProb`; without a seed it evaluates the full data."""
+  return MinibatchLogProb(log_likelihood_fn, data, batch_size, log_prior_fn)
