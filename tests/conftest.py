@@ -1,0 +1,28 @@
+"""Shared test set-up: quiet TF logs; size of the statistical runs from the environment.
+
+`TFPA_STAT_SCALE` (default 1.0) multiplies the number of chains/steps of the
+statistical tests; CI runs them at the default reduced size, a value like 10
+gives the slow, tighter runs. The tolerances are always derived from the
+Monte Carlo error measured in the run itself, so they tighten with the size.
+"""
+
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import pytest  # pylint: disable=g-import-not-at-top
+
+
+def stat_scale():
+  return float(os.environ.get('TFPA_STAT_SCALE', '1'))
+
+
+def pytest_configure(config):
+  config.addinivalue_line('markers', 'statistical: seeded Monte Carlo tests '
+                          '(size set by TFPA_STAT_SCALE)')
+  config.addinivalue_line('markers', 'slow: subprocess / multi-device tests')
+
+
+@pytest.fixture
+def scale():
+  return stat_scale()

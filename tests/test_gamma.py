@@ -1,0 +1,170 @@
+"""Γ by autodiff: Hutchinson ≈ exact (MC error bound), finite differences, TFP's diag_jacobian."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_adaptive import core
+
+K = 4000  # Hutchinson probes, one per replicated chain.
+
+X = np.random.RandomState(0).randn(9, 6)
+Y = np.random.RandomState(1).randn(9, 7)
+
+
+def log_prob(parts):
+  """A small nonlinear model, D = 6*7 + 7 = 49, batched over leading axis."""
+  w, b = parts
+  x = tf.constant(X, w.dtype)
+  hidden = tf.tanh(tf.einsum('nd,...dk->...nk', x, w) + b[..., tf.newaxis, :])
+  resid = hidden - tf.constant(Y, w.dtype)
+  return -0.5 * tf.reduce_sum(resid ** 2, axis=[-2, -1]) - 0.05 * (
+      tf.reduce_sum(w ** 4, axis=[-2, -1]) + tf.reduce_sum(b ** 2, axis=-1))
+
+
+def theta(batch, dtype=tf.float64):
+  rng = np.random.RandomState(2)
+  w, b = rng.randn(6, 7) * 0.7, rng.randn(7) * 0.5
+  return [tf.constant(np.broadcast_to(w, batch + [6, 7]), dtype),
+          tf.constant(np.broadcast_to(b, batch + [7]), dtype)]
+
+
+PRECONDITIONERS = {
+    'rmsprop': lambda: core.RMSprop(0.9, 0.1),
+    'rmsprop_outside': lambda: core.RMSprop(0.9, 0.1, bias_outside_sqrt=True),
+    'wenzel': lambda: core.Wenzel(0.9, 0.1, update_interval=1),
+    'monge': lambda: core.Monge(0.9, 0.5),
+    'shampoo': lambda: core.Shampoo(0.9, 0.1, update_interval=1),
+}
+
+
+def _gamma(pre, parts, estimator, mode='original', seed=(1, 2)):
+  batch_ndims = len(parts[1].shape) - 1
+  state = pre.init(parts, batch_ndims)
+  # One warm-up update so the statistics are not all zero.
+  _, g = core.gamma.value_and_gradient(log_prob, [0.9 * p for p in parts])
+  state = pre.update(state, g, tf.constant(0), batch_ndims)
+  return core.gradient_and_gamma(log_prob, parts, pre, state, tf.constant(1),
+                                 batch_ndims, mode, estimator,
+                                 tf.constant(seed, tf.int32))[-1]
+
+
+@pytest.mark.parametrize('name', sorted(PRECONDITIONERS))
+def test_hutchinson_mean_equals_exact(name):
+  pre = PRECONDITIONERS[name]()
+  exact = _gamma(pre, theta([1]), 'exact')
+  probes = tf.function(lambda p: _gamma(pre, p, 'hutchinson'))(theta([K]))
+  for ex, hu in zip(exact, probes):
+    hu = hu.numpy().reshape(K, -1)
+    ex = ex.numpy().reshape(-1)
+    se = hu.std(axis=0, ddof=1) / np.sqrt(K)
+    # 4.5 standard errors per coordinate: ~1e-5 false alarms over 49 coords.
+    np.testing.assert_array_less(np.abs(hu.mean(axis=0) - ex), 4.5 * se + 1e-10)
+  assert max(float(tf.reduce_max(tf.abs(e))) for e in exact) > 1e-4
+
+
+def _metric_matrix_fd(pre, parts, eps=1e-6):
+  """Γ_i = Σ_j ∂M_ij/∂θ_j by central differences of the *recomputed* metric."""
+  batch_ndims = 1
+  state0 = pre.init(parts, batch_ndims)
+  _, g = core.gamma.value_and_gradient(log_prob, [0.9 * p for p in parts])
+  state0 = pre.update(state0, g, tf.constant(0), batch_ndims)
+  flat = np.concatenate([p.numpy().reshape(-1) for p in parts])
+  sizes = [int(np.prod(p.shape[1:])) for p in parts]
+
+  def unflat(v):
+    out, i = [], 0
+    for p, n in zip(parts, sizes):
+      out.append(tf.constant(v[i:i + n].reshape(p.shape), tf.float64))
+      i += n
+    return out
+
+  def m_col(v, j):
+    _, g = core.gamma.value_and_gradient(log_prob, unflat(v))
+    st = pre.update(state0, g, tf.constant(1), batch_ndims)
+    e = np.zeros_like(flat)
+    e[j] = 1.
+    return np.concatenate([x.numpy().reshape(-1)
+                           for x in pre.apply(st, unflat(e), batch_ndims)])
+  total = np.zeros_like(flat)
+  for j in range(flat.size):
+    d = np.zeros_like(flat)
+    d[j] = eps
+    total += (m_col(flat + d, j) - m_col(flat - d, j)) / (2 * eps)
+  return total
+
+
+@pytest.mark.parametrize('name', ['shampoo', 'monge', 'wenzel'])
+def test_exact_gamma_matches_finite_differences(name):
+  pre = PRECONDITIONERS[name]()
+  parts = theta([1])
+  exact = np.concatenate([g.numpy().reshape(-1)
+                          for g in _gamma(pre, parts, 'exact')])
+  fd = _metric_matrix_fd(pre, parts)
+  np.testing.assert_allclose(exact, fd, rtol=1e-5, atol=1e-7)
+
+
+def test_corrected_is_original_over_one_minus_decay():
+  pre = PRECONDITIONERS['rmsprop']()
+  orig = _gamma(pre, theta([1]), 'exact', 'original')
+  corr = _gamma(pre, theta([1]), 'exact', 'corrected')
+  for o, c in zip(orig, corr):
+    np.testing.assert_allclose(c.numpy(), o.numpy() / 0.1, rtol=1e-12)
+
+
+A = np.random.RandomState(3).randn(7, 5)
+B = np.random.RandomState(4).randn(7)
+TH0 = np.random.RandomState(5).randn(5)
+
+
+def _loss(th):
+  r = tf.linalg.matvec(tf.constant(A), th) - B
+  return tf.reduce_sum(tf.math.log(tf.cosh(r))) + 0.1 * tf.reduce_sum(th ** 4)
+
+
+def _ours_original(lr, decay, bias):
+  pre = core.RMSprop(decay, bias, initial_value=1.)  # TFP starts V at ones.
+  parts = [tf.constant(TH0)]
+  state = pre.init(parts, 0)
+  _, g, st, gam = core.gradient_and_gamma(lambda p: -_loss(p[0]), parts, pre,
+                                          state, tf.constant(0), 0,
+                                          'original', 'exact')
+  return pre.apply(st, g, 0)[0].numpy(), gam[0].numpy()
+
+
+def test_original_equals_tfp_diag_jacobian():
+  """'original' Γ = TFP pSGLD's `diag_jacobian` of its preconditioner (graph)."""
+  decay, bias = 0.9, 0.5
+  with tf.Graph().as_default():
+    th = tf.constant(TH0)
+    grad = tf.gradients(_loss(th), [th])[0]
+    mom = decay * tf.ones_like(th) + (1. - decay) * tf.square(grad)
+    precond = tf.math.rsqrt(mom + bias)
+    _, jac = tfp.math.diag_jacobian(xs=th, ys=precond)
+    with tf.compat.v1.Session() as sess:
+      tfp_gamma = sess.run(jac[0])
+  _, ours = _ours_original(0.01, decay, bias)
+  np.testing.assert_allclose(ours, tfp_gamma, rtol=1e-6)
+  assert np.max(np.abs(ours)) > 1e-2  # Γ is far from zero: the test can fail.
+
+
+def test_tfp_optimizer_drops_gamma_with_resource_variables():
+  """A finding: TFP's pSGLD optimizer, in graph mode on TF 2 resource variables,
+  gets Γ = 0 from `diag_jacobian` (no path from the variable to the
+  preconditioner), so its noise-free step equals our drift without Γ."""
+  lr, decay, bias = 0.01, 0.9, 0.5
+  with tf.Graph().as_default():
+    v = tf.compat.v1.Variable(TH0, dtype=tf.float64)
+    opt = tfp.optimizer.StochasticGradientLangevinDynamics(
+        lr, preconditioner_decay_rate=decay, burnin=100, diagonal_bias=bias,
+        data_size=1)
+    grads = tf.compat.v1.gradients(_loss(v), [v])
+    op = opt.apply_gradients(list(zip(grads, [v])))
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      sess.run(op)
+      tfp_delta = sess.run(v) - TH0
+  drift, gam = _ours_original(lr, decay, bias)
+  np.testing.assert_allclose(tfp_delta, 0.5 * lr * drift, rtol=1e-6)
+  assert not np.allclose(tfp_delta, 0.5 * lr * (drift + gam), rtol=1e-3)
