@@ -134,7 +134,8 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
 
 
 def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
-                         chunk_steps=100000, progress=True, jit_compile=True):
+                         chunk_steps=100000, num_groups=1, progress=True,
+                         jit_compile=True):
   """Histogram of every visited state of a 1-D kernel, streamed (no storage).
 
   Rensmeyer & Niggemann's estimator of the stationary density (eq. 40–41):
@@ -148,15 +149,24 @@ def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
     edges: 1-D array of bin edges (uniform spacing).
     seed: stateless seed.
     chunk_steps: steps per compiled call.
+    num_groups: chains are split into this many contiguous groups with
+      separate counts (their spread measures the Monte Carlo error).
 
   Returns:
     ``(counts, outside, final_state, final_kernel_results)``: NumPy int64
-    counts per bin, the number of visits outside, and the last state/results.
+    counts per bin (shape ``[num_groups, bins]`` if ``num_groups > 1``), the
+    visits outside the edges (per group), and the last state/results.
   """
   validation.check_int('num_steps', num_steps)
   edges = np.asarray(edges, np.float64)
   lo, hi, nbins = float(edges[0]), float(edges[-1]), len(edges) - 1
   seed = tfp.random.sanitize_seed(seed)
+  num_chains = int(current_state.shape[0])
+  if num_chains % num_groups:
+    raise ValueError('`num_groups` must divide the number of chains (%d). '
+                     'Received: num_groups=%d' % (num_chains, num_groups))
+  group = np.repeat(np.arange(num_groups), num_chains // num_groups)
+  offsets = tf.constant(group * (nbins + 1), tf.int32)
 
   @tf.function(jit_compile=jit_compile, autograph=False)
   def run(state, results, n, run_seed):
@@ -169,17 +179,19 @@ def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
                              tf.cast((hi - lo) / nbins, dtype)), tf.int32)
       inside = (idx >= 0) & (idx < nbins)
       counts += tf.math.unsorted_segment_sum(
-          tf.ones_like(idx, tf.int64), tf.where(inside, idx, nbins), nbins + 1)
+          tf.ones_like(idx, tf.int64), tf.where(inside, idx, nbins) + offsets,
+          num_groups * (nbins + 1))
       return i + 1, s, r, counts, seed
     _, s, r, counts, _ = tf.while_loop(
         lambda i, *_: i < n, body,
-        (tf.constant(0), state, results, tf.zeros([nbins + 1], tf.int64),
+        (tf.constant(0), state, results,
+         tf.zeros([num_groups * (nbins + 1)], tf.int64),
          run_seed))
     return s, r, counts
 
   state = tf.convert_to_tensor(current_state)
   results = kernel.bootstrap_results(state)
-  total = np.zeros([nbins + 1], np.int64)
+  total = np.zeros([num_groups * (nbins + 1)], np.int64)
   bar = _Progress(num_steps, type(kernel).__name__, progress)
   done = 0
   try:
@@ -193,4 +205,7 @@ def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
       bar.update(n)
   finally:
     bar.close()
-  return total[:-1], int(total[-1]), state, results
+  total = total.reshape(num_groups, nbins + 1)
+  if num_groups == 1:
+    return total[0, :-1], int(total[0, -1]), state, results
+  return total[:, :-1], total[:, -1], state, results

@@ -1,0 +1,86 @@
+"""Every sampler × Γ mode matches its predicted small-step stationary density (MATH.md).
+
+Target N(0, 1). Chains start from the *predicted* density (inverse CDF), so
+the test measures invariance, not burn-in. Pass: the TV distance of the
+pooled histogram to the prediction is within 3× its Monte Carlo noise level
+(measured from 20 independent chain groups) plus a small O(h) allowance; and
+every alternative prediction is further away by more than that bound, so the
+test can tell the modes apart.
+"""
+
+import numpy as np
+import pytest
+
+import tfp_adaptive as tfa
+from tests import stationary
+from tests.conftest import stat_scale
+
+H = 1e-3
+BIAS = 1.0  # stability constant: keeps M bounded so h = 1e-3 is "small".
+ALLOW = 0.004  # O(h) Euler–Maruyama + EMA-lag bias allowance at h = 1e-3.
+GROUPS = 20
+
+
+def _p(t):
+  return np.exp(-0.5 * t * t)
+
+
+def _rms_predictions(alpha):
+  """RMSprop/Shampoo metric 1/sqrt(BIAS + θ²): p·M^-1, p·M^-α, p."""
+  return {'none': lambda t: _p(t) * np.sqrt(BIAS + t * t),
+          'original': lambda t: _p(t) * (BIAS + t * t) ** (alpha / 2.),
+          'corrected': _p}
+
+
+def _monge_predictions(alpha):
+  """Monge, α² = 1: M = 1/(1 + θ²)."""
+  return {'none': lambda t: _p(t) * (1. + t * t),
+          'original': lambda t: _p(t) * (1. + t * t) ** alpha,
+          'corrected': _p}
+
+
+SAMPLERS = {
+    'psgld': (lambda g, a: tfa.mcmc.PSGLD(lambda x: -0.5 * x ** 2, H, a, BIAS,
+                                          gamma=g), _rms_predictions),
+    'monge': (lambda g, a: tfa.mcmc.MongeSGRLD(lambda x: -0.5 * x ** 2, H, 1.,
+                                               a, gamma=g), _monge_predictions),
+    'shampoo': (lambda g, a: tfa.mcmc.ShampooSGRLD(lambda x: -0.5 * x ** 2, H,
+                                                   a, BIAS, gamma=g),
+                _rms_predictions),
+}
+
+
+def _check(kernel, predictions, mode, seed):
+  n_chains = int(10000 * stat_scale()) // GROUPS * GROUPS
+  init = stationary.draw(predictions[mode], n_chains, seed=seed)
+  freqs = stationary.group_histograms(kernel, init, 3000, GROUPS, seed)
+  probs = {m: stationary.binned(f)[0] for m, f in predictions.items()}
+  tv, noise = stationary.tv_with_noise(freqs, probs[mode])
+  bound = 3. * noise + ALLOW
+  assert tv < bound, (mode, tv, bound)
+  for other, q in probs.items():
+    if other != mode:
+      tv_other = stationary.tv_with_noise(freqs, q)[0]
+      assert tv_other > tv + bound, (mode, other, tv_other, tv, bound)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize('sampler', sorted(SAMPLERS))
+@pytest.mark.parametrize('mode', ['none', 'original', 'corrected'])
+def test_stationary_density_per_gamma_mode(sampler, mode):
+  # α = 0.5 except for 'corrected' (Rensmeyer's α = 0.9, Γ scaled by 10): the
+  # 'none' limit does not depend on α, and p·M^-0.5 sits clearly between
+  # p·M^-1 and p, so every alternative is resolvable.
+  alpha = 0.9 if mode == 'corrected' else 0.5
+  make, predictions = SAMPLERS[sampler]
+  _check(make(mode, alpha), predictions(alpha), mode, seed=7)
+
+
+@pytest.mark.statistical
+def test_adam_sgld_matches_rensmeyer_eq_35():
+  """a = 1, β = 0.5, λ = 0.1 outside the sqrt: p·exp(-|θ|)(|θ| + 0.1)^0.1."""
+  kernel = tfa.mcmc.AdamSGLD(lambda x: -0.5 * x ** 2, H, 0.9, 0.5, 1., 0.1)
+  predictions = {
+      'adam': lambda t: _p(t) * np.exp(-np.abs(t)) * (np.abs(t) + .1) ** .1,
+      'target': _p}
+  _check(kernel, predictions, 'adam', seed=8)
