@@ -7,6 +7,9 @@ __all__ = ['normal', 'rademacher']
 
 # Under XLA on CPU the default stateless algorithm measured ~20x slower than
 # Philox here (STYLE.md); Philox is also the algorithm of `tf.random.Generator`.
+# Note: TF's XLA and non-XLA kernels turn the same Philox seed into different
+# numbers, so a seeded chain is reproducible within one mode (compiled or
+# not), not across them.
 _ALG = 'philox'
 
 

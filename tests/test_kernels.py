@@ -1,0 +1,218 @@
+"""Table-driven conformance of every kernel: TFP contract, shapes, dtypes, seeds, XLA, errors."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_adaptive as tfa
+
+tfb = tfp.bijectors
+
+
+def _lp(x):
+  return -0.5 * tf.reduce_sum(x ** 2, axis=-1)
+
+
+def _lp_parts(w, b):
+  return -0.5 * (tf.reduce_sum(w ** 2, axis=[-2, -1]) + tf.reduce_sum(b ** 2, -1))
+
+
+KERNELS = {
+    'sgld': lambda fn, **kw: tfa.mcmc.SGLD(fn, 0.01, **kw),
+    'psgld': lambda fn, **kw: tfa.mcmc.PSGLD(fn, 0.01, diagonal_bias=1., **kw),
+    'wenzel': lambda fn, **kw: tfa.mcmc.WenzelSGLD(fn, 0.01, update_interval=3,
+                                                   **kw),
+    'monge': lambda fn, **kw: tfa.mcmc.MongeSGRLD(fn, 0.01, **kw),
+    'shampoo': lambda fn, **kw: tfa.mcmc.ShampooSGRLD(
+        fn, 0.01, 0.9, 0.1, update_interval=2, **kw),
+    'adam': lambda fn, **kw: tfa.mcmc.AdamSGLD(fn, 0.01, **kw),
+}
+NAMES = sorted(KERNELS)
+
+
+def _run(kernel, state, n=20, seed=(1, 2), jit=False):
+  @tf.function(jit_compile=jit, autograph=False)
+  def go(state, seed):
+    return tfp.mcmc.sample_chain(n, state, kernel=kernel, trace_fn=None,
+                                 seed=seed)
+  return go(state, tf.constant(seed, tf.int32))
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_batch_of_chains_shapes_and_float64(name):
+  kernel = KERNELS[name](_lp)
+  state = tf.random.stateless_normal([4, 3, 5], seed=(0, 1), dtype=tf.float64)
+  out = _run(kernel, state)
+  assert out.shape == (20, 4, 3, 5) and out.dtype == tf.float64
+  assert np.all(np.isfinite(out.numpy()))
+  assert not kernel.is_calibrated
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_list_state_and_determinism(name):
+  kernel = KERNELS[name](_lp_parts)
+  state = [tf.ones([3, 4, 2]), tf.zeros([3, 2])]
+  a = _run(kernel, state, seed=(5, 6))
+  b = _run(kernel, state, seed=(5, 6))
+  c = _run(kernel, state, seed=(5, 7))
+  assert [x.shape for x in a] == [(20, 3, 4, 2), (20, 3, 2)]
+  for x, y, z in zip(a, b, c):
+    np.testing.assert_array_equal(x.numpy(), y.numpy())
+    assert not np.allclose(x.numpy(), z.numpy())
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_jit_compile_matches_graph(name):
+  """XLA and graph agree on the drift (noise differs: TF's XLA normal kernel
+  maps a seed to other numbers), and XLA is deterministic under a seed."""
+  kernel = KERNELS[name](_lp_parts, temperature=1e-30)
+  state = [tf.ones([3, 4, 2], tf.float64), tf.zeros([3, 2], tf.float64)]
+  g = _run(kernel, state, jit=False)
+  x = _run(kernel, state, jit=True)
+  for a, b in zip(g, x):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-8)
+  assert not np.allclose(g[0].numpy()[-1], g[0].numpy()[0])  # it moved
+  hot = KERNELS[name](_lp_parts)
+  for a, b in zip(_run(hot, state, jit=True), _run(hot, state, jit=True)):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_parameters_rebuild_and_copy(name):
+  kernel = KERNELS[name](_lp)
+  again = type(kernel)(**kernel.parameters)
+  assert again.parameters == kernel.parameters
+  hot = kernel.copy(temperature=2.)
+  assert hot.parameters['temperature'] == 2.
+  assert kernel.parameters['temperature'] == 1.
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_transformed_transition_kernel(name):
+  # Positive scale through Exp: log-normal target on σ.
+  dist = tfp.distributions.LogNormal(0., 0.5)
+  kernel = tfp.mcmc.TransformedTransitionKernel(
+      KERNELS[name](dist.log_prob), bijector=tfb.Exp())
+  out = _run(kernel, tf.ones([6]))
+  assert out.shape == (20, 6) and np.all(out.numpy() > 0.)
+
+
+def test_one_step_traces_once():
+  kernel = tfa.mcmc.PSGLD(_lp, 0.01)
+  count = {'n': 0}
+
+  @tf.function(jit_compile=True)
+  def step(state, results, seed):
+    count['n'] += 1
+    return kernel.one_step(state, results, seed=seed)
+  state = tf.zeros([8, 2])
+  results = kernel.bootstrap_results(state)
+  for i in range(4):
+    state, results = step(state, results, tf.constant([i, 0], tf.int32))
+  assert count['n'] == 1
+
+
+def test_thinning_equivalence():
+  """num_steps_between_results=k returns every (k+1)-th state of the chain."""
+  kernel = tfa.mcmc.SGLD(_lp, 0.01)
+  results = kernel.bootstrap_results(tf.zeros([3, 2]))
+  seed = tf.constant([4, 2], tf.int32)
+  s1, r1 = kernel.one_step(tf.zeros([3, 2]), results, seed=seed)
+  s2, _ = kernel.one_step(s1, r1, seed=seed)
+  s3, _ = kernel.one_step(s1, r1, seed=seed)
+  np.testing.assert_array_equal(s2.numpy(), s3.numpy())
+
+
+def test_temperature_scales_noise():
+  """τ → 0 makes SGLD deterministic gradient ascent with step h/2."""
+  kernel = tfa.mcmc.SGLD(_lp, 0.1, temperature=1e-12)
+  state = tf.ones([2, 3], tf.float64)
+  new, _ = kernel.one_step(state, kernel.bootstrap_results(state), seed=(1, 1))
+  np.testing.assert_allclose(new.numpy(), 0.95 * np.ones([2, 3]), rtol=1e-5)
+
+
+def test_schedule_callable_and_polynomial_decay():
+  sched = tfa.schedules.PolynomialDecay(0.1, 1., 0.55)
+  np.testing.assert_allclose(float(sched(tf.constant(9))), 0.1 / 10 ** 0.55)
+  kernel = tfa.mcmc.PSGLD(_lp, sched)
+  out = _run(kernel, tf.zeros([2, 2]))
+  assert np.all(np.isfinite(out.numpy()))
+
+
+@pytest.mark.parametrize('make, message', [
+    (lambda: tfa.mcmc.PSGLD(_lp, 0.1, gamma='fixed'), 'gamma'),
+    (lambda: tfa.mcmc.PSGLD(_lp, 0.1, gamma_estimator='lanczos'),
+     'gamma_estimator'),
+    (lambda: tfa.mcmc.PSGLD(_lp, 0.1, preconditioner_decay_rate=1.),
+     'preconditioner_decay_rate'),
+    (lambda: tfa.mcmc.MongeSGRLD(_lp, 0.1, preconditioner_decay_rate=-0.1),
+     'preconditioner_decay_rate'),
+    (lambda: tfa.mcmc.AdamSGLD(_lp, 0.1, momentum_decay_rate=1.5),
+     'momentum_decay_rate'),
+    (lambda: tfa.mcmc.SGLD(_lp, -0.1), 'step_size'),
+    (lambda: tfa.mcmc.SGLD(_lp, 0.1, temperature=-1.), 'temperature'),
+    (lambda: tfa.mcmc.SGLD(_lp, 0.1, temperature=0.), 'temperature'),
+    (lambda: tfa.mcmc.ShampooSGRLD(_lp, 0.1, update_interval=0),
+     'update_interval'),
+    (lambda: tfa.mcmc.WenzelSGLD(_lp, 0.1, update_interval=0),
+     'update_interval'),
+    (lambda: tfa.mcmc.ShampooSGRLD(_lp, 0.1, epsilon=0.), 'epsilon'),
+    (lambda: tfa.mcmc.PSGLD(_lp, 0.1, diagonal_bias=-1.), 'diagonal_bias'),
+    (lambda: tfa.mcmc.PSGLD(_lp, 0.1, nonfinite='skip'), 'nonfinite'),
+])
+def test_bad_arguments_name_the_argument(make, message):
+  with pytest.raises((ValueError, TypeError), match=message):
+    make()
+
+
+def test_state_and_log_prob_shapes_must_agree():
+  kernel = tfa.mcmc.SGLD(lambda a, b: -0.5 * tf.reduce_sum(a ** 2, -1), 0.1)
+  with pytest.raises(ValueError, match='current_state'):
+    kernel.bootstrap_results([tf.zeros([4, 3]), tf.zeros([5, 3])])
+
+
+def _nan_target(x):
+  # Fine for x < 2, NaN beyond: the chains must never carry NaN forward.
+  return tf.where(x < 2., -0.5 * x ** 2, tf.math.log(-tf.ones_like(x)))
+
+
+def test_nonfinite_reject_keeps_last_finite_state_and_counts():
+  kernel = tfa.mcmc.SGLD(_nan_target, 0.5)
+  out, _, results = tfa.mcmc.sample(kernel, tf.fill([64], 1.5), 50, seed=(1, 2),
+                                    progress=False, chunk_size=25)
+  assert np.all(np.isfinite(out.numpy()))
+  assert int(tf.reduce_sum(results.num_nonfinite)) > 0
+
+
+def test_nonfinite_raise_is_reported():
+  kernel = tfa.mcmc.SGLD(_nan_target, 0.5, nonfinite='raise')
+  with pytest.raises((FloatingPointError, tf.errors.InvalidArgumentError),
+                     match='[Nn]on-finite'):
+    tfa.mcmc.sample(kernel, tf.fill([64], 1.5), 50, seed=(1, 2),
+                    progress=False)
+
+
+def test_sample_driver_chunks_equal_one_chain_length():
+  kernel = tfa.mcmc.PSGLD(_lp, 0.01)
+  out, trace, _ = tfa.mcmc.sample(
+      kernel, tf.zeros([3, 2]), 30, num_burnin_steps=5,
+      num_steps_between_results=1, chunk_size=7, seed=(3, 3), progress=False,
+      trace_fn=lambda s, r: r.target_log_prob)
+  assert out.shape == (30, 3, 2) and trace.shape == (30, 3)
+
+
+def test_minibatch_log_prob_scales_and_uses_seed():
+  x = tf.constant(np.linspace(-1, 1, 50), tf.float32)
+  ll = lambda parts, batch: -0.5 * (batch[None, :] - parts[0][:, None]) ** 2
+  fn = tfa.minibatch_log_prob(ll, x, 10)
+  theta = tf.constant([0.3])
+  full = float(fn(theta)[0])
+  draws = [float(fn(theta, seed=tf.constant([i, 0]))[0]) for i in range(400)]
+  assert abs(np.mean(draws) - full) < 4 * np.std(draws) / np.sqrt(400)
+  assert float(fn(theta, seed=(1, 2))[0]) == float(fn(theta, seed=(1, 2))[0])
+  with pytest.raises(ValueError, match='batch_size'):
+    tfa.minibatch_log_prob(ll, x, 51)
+  kernel = tfa.mcmc.PSGLD(fn, 1e-3)
+  out = _run(kernel, tf.zeros([1]), jit=True)
+  assert np.all(np.isfinite(out.numpy()))
