@@ -21,7 +21,7 @@ setuptools.setup(
         'scipy',
     ],
     extras_require={
-        'test': ['pytest', 'scikit-learn'],
+        'test': ['pytest', 'scikit-learn', 'matplotlib', 'tqdm'],
         'bench': ['matplotlib', 'tqdm', 'scikit-learn'],
     },
 )

@@ -2,6 +2,7 @@
 
 import sys
 import time
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -168,26 +169,12 @@ def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
   group = np.repeat(np.arange(num_groups), num_chains // num_groups)
   offsets = tf.constant(group * (nbins + 1), tf.int32)
 
-  @tf.function(jit_compile=jit_compile, autograph=False)
-  def run(state, results, n, run_seed):
-    dtype = state.dtype
-
-    def body(i, s, r, counts, seed):
-      seed, step_seed = tfp.random.split_seed(seed)
-      s, r = kernel.one_step(s, r, seed=step_seed)
-      idx = tf.cast(tf.floor((s - tf.cast(lo, dtype)) /
-                             tf.cast((hi - lo) / nbins, dtype)), tf.int32)
-      inside = (idx >= 0) & (idx < nbins)
-      counts += tf.math.unsorted_segment_sum(
-          tf.ones_like(idx, tf.int64), tf.where(inside, idx, nbins) + offsets,
-          num_groups * (nbins + 1))
-      return i + 1, s, r, counts, seed
-    _, s, r, counts, _ = tf.while_loop(
-        lambda i, *_: i < n, body,
-        (tf.constant(0), state, results,
-         tf.zeros([num_groups * (nbins + 1)], tf.int64),
-         run_seed))
-    return s, r, counts
+  key = (lo, hi, nbins, num_groups, num_chains, jit_compile)
+  runners = _HISTOGRAM_RUNNERS.setdefault(kernel, {})
+  if key not in runners:
+    runners[key] = _histogram_runner(kernel, lo, hi, nbins, num_groups,
+                                     offsets, jit_compile)
+  run = runners[key]
 
   state = tf.convert_to_tensor(current_state)
   results = kernel.bootstrap_results(state)
@@ -209,3 +196,32 @@ def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
   if num_groups == 1:
     return total[0, :-1], int(total[0, -1]), state, results
   return total[:, :-1], total[:, -1], state, results
+
+
+# Compiled histogram loops, one per kernel and binning (traced once, reused).
+_HISTOGRAM_RUNNERS = weakref.WeakKeyDictionary()
+
+
+def _histogram_runner(kernel, lo, hi, nbins, num_groups, offsets, jit_compile):
+  """An XLA-compiled loop of `n` steps adding every visited state to counts."""
+  @tf.function(jit_compile=jit_compile, autograph=False)
+  def run(state, results, n, run_seed):
+    dtype = state.dtype
+
+    def body(i, s, r, counts, seed):
+      seed, step_seed = tfp.random.split_seed(seed)
+      s, r = kernel.one_step(s, r, seed=step_seed)
+      idx = tf.cast(tf.floor((s - tf.cast(lo, dtype)) /
+                             tf.cast((hi - lo) / nbins, dtype)), tf.int32)
+      inside = (idx >= 0) & (idx < nbins)
+      counts += tf.math.unsorted_segment_sum(
+          tf.ones_like(idx, tf.int64), tf.where(inside, idx, nbins) + offsets,
+          num_groups * (nbins + 1))
+      return i + 1, s, r, counts, seed
+    _, s, r, counts, _ = tf.while_loop(
+        lambda i, *_: i < n, body,
+        (tf.constant(0), state, results,
+         tf.zeros([num_groups * (nbins + 1)], tf.int64),
+         run_seed))
+    return s, r, counts
+  return run

@@ -1,0 +1,23 @@
+"""The benchmark scripts run in --quick mode and write their tables and plots."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('module, outputs', [
+    ('benchmarks.rensmeyer_figures', ['fig1_table.md', 'fig1_stationary.png']),
+    ('benchmarks.speed', ['speed.md']),
+])
+def test_benchmark_quick_mode_writes_outputs(module, outputs, tmp_path):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  subprocess.run([sys.executable, '-m', module, '--quick', '--out',
+                  str(tmp_path)], cwd=ROOT, env=env, check=True, timeout=900)
+  for name in outputs:
+    path = tmp_path / name
+    assert path.exists() and path.stat().st_size > 100, name
