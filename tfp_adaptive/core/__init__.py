@@ -1,5 +1,6 @@
-"""The shared sampler math: preconditioners, Γ, noise and the Euler–Maruyama step."""
+"""The shared sampler math: samplers, preconditioners, Γ, noise and the Euler–Maruyama step."""
 
+from tfp_adaptive.core import algorithms
 from tfp_adaptive.core import diffusion
 from tfp_adaptive.core import gamma
 from tfp_adaptive.core import noise
@@ -17,6 +18,7 @@ from tfp_adaptive.core.shampoo import Shampoo
 
 __all__ = [
     'Identity', 'Monge', 'RMSprop', 'Shampoo', 'Wenzel', 'adam_sgld_drift',
+    'algorithms',
     'diffusion', 'gamma', 'gradient_and_gamma', 'langevin_step', 'noise',
     'preconditioners', 'shampoo', 'tensors',
 ]

@@ -8,8 +8,6 @@ import tensorflow_probability as tfp
 from tfp_adaptive import schedules
 from tfp_adaptive import validation
 from tfp_adaptive.core import gamma as gamma_lib
-from tfp_adaptive.core import diffusion
-from tfp_adaptive.core import noise as noise_lib
 from tfp_adaptive.core import tensors
 
 __all__ = ['AdaptiveSGMCMC', 'AdaptiveSGMCMCKernelResults', 'NONFINITE_POLICIES']
@@ -52,9 +50,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
   preconditioner and store their arguments in ``self._parameters``.
   """
 
-  _noise_is_preconditioned = True
-
-  def __init__(self, target_log_prob_fn, step_size, preconditioner,
+  def __init__(self, target_log_prob_fn, step_size, algorithm,
                temperature, gamma, gamma_estimator, nonfinite, parameters):
     if not callable(target_log_prob_fn):
       raise TypeError('`target_log_prob_fn` must be callable. Received: %r'
@@ -65,7 +61,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
     validation.check_choice('gamma_estimator', gamma_estimator,
                             gamma_lib.GAMMA_ESTIMATORS)
     validation.check_choice('nonfinite', nonfinite, NONFINITE_POLICIES)
-    self._preconditioner = preconditioner
+    self._algorithm = algorithm
     self._parameters = parameters
 
   # -- TransitionKernel contract ------------------------------------------
@@ -82,8 +78,13 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
     return self._parameters['step_size']
 
   @property
+  def algorithm(self):
+    """The `tfp_adaptive.core.algorithms.Algorithm` this kernel adapts."""
+    return self._algorithm
+
+  @property
   def preconditioner(self):
-    return self._preconditioner
+    return self._algorithm.preconditioner
 
   @property
   def is_calibrated(self):
@@ -117,14 +118,6 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
             'output (one log-prob per chain).' % (i, p.shape, log_prob.shape))
     return batch_ndims
 
-  def _init_momentum(self, parts):
-    del parts
-    return ()
-
-  def _drift(self, grads, pstate, momentum, batch_ndims):
-    """``M ∇û`` and the new momentum; Adam-SGLD overrides this."""
-    return self.preconditioner.apply(pstate, grads, batch_ndims), momentum
-
   def bootstrap_results(self, init_state):
     with tf.name_scope(self.name + '.bootstrap_results'):
       parts = [tf.convert_to_tensor(p) for p in _as_list(init_state)]
@@ -137,7 +130,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
       return AdaptiveSGMCMCKernelResults(
           target_log_prob=lp,
           preconditioner_state=self.preconditioner.init(parts, batch_ndims),
-          momentum=self._init_momentum(parts),
+          momentum=self.algorithm.init_momentum(parts),
           step=tf.constant(0, tf.int32),
           num_nonfinite=tf.zeros(tf.shape(lp), tf.int32),
           seed=tfp.random.sanitize_seed(0))
@@ -155,13 +148,10 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           fn, parts, self.preconditioner, prev.preconditioner_state, prev.step,
           batch_ndims, p.get('gamma', 'none'),
           p.get('gamma_estimator', 'hutchinson'), probe_seed)
-      drift, momentum = self._drift(grads, pstate, prev.momentum, batch_ndims)
-      xi = noise_lib.normal(parts, noise_seed)
-      if self._noise_is_preconditioned:
-        xi = self.preconditioner.apply_sqrt(pstate, xi, batch_ndims)
       h = schedules.evaluate(self.step_size, prev.step)
-      new_parts = diffusion.langevin_step(parts, drift, xi, h, p['temperature'],
-                                          gamma)
+      new_parts, momentum = self.algorithm.update(
+          parts, grads, pstate, prev.momentum, gamma, h, p['temperature'],
+          noise_seed, batch_ndims)
       new_parts, pstate, momentum, bad = self._handle_nonfinite(
           lp, grads, parts, new_parts, prev, pstate, momentum, batch_ndims)
       results = AdaptiveSGMCMCKernelResults(

@@ -20,23 +20,10 @@ Common arguments:
   name: optional name scope.
 """
 
-import tensorflow as tf
-
-from tfp_adaptive import validation
-from tfp_adaptive.core import diffusion
-from tfp_adaptive.core import preconditioners
-from tfp_adaptive.core import shampoo
+from tfp_adaptive.core import algorithms
 from tfp_adaptive.mcmc import kernel
 
 __all__ = ['AdamSGLD', 'MongeSGRLD', 'PSGLD', 'SGLD', 'ShampooSGRLD', 'WenzelSGLD']
-
-
-def _decay(name, value):
-  return validation.check_number(name, value, low=0., high=1., high_open=True)
-
-
-def _bias(name, value):
-  return validation.check_number(name, value, low=0.)
 
 
 class SGLD(kernel.AdaptiveSGMCMC):
@@ -60,7 +47,7 @@ class SGLD(kernel.AdaptiveSGMCMC):
                       step_size=step_size, temperature=temperature,
                       nonfinite=nonfinite, name=name)
     super().__init__(target_log_prob_fn, step_size,
-                     preconditioners.Identity(), temperature, 'none',
+                     algorithms.sgld(), temperature, 'none',
                      'hutchinson', nonfinite, parameters)
 
 
@@ -87,11 +74,9 @@ class PSGLD(kernel.AdaptiveSGMCMC):
     parameters = dict(locals())
     parameters.pop('self')
     parameters.pop('__class__', None)
-    _decay('preconditioner_decay_rate', preconditioner_decay_rate)
-    _bias('diagonal_bias', diagonal_bias)
-    pre = preconditioners.RMSprop(preconditioner_decay_rate, diagonal_bias,
-                                  bool(bias_outside_sqrt))
-    super().__init__(target_log_prob_fn, step_size, pre, temperature, gamma,
+    algorithm = algorithms.psgld(preconditioner_decay_rate, diagonal_bias,
+                           bias_outside_sqrt)
+    super().__init__(target_log_prob_fn, step_size, algorithm, temperature, gamma,
                      gamma_estimator, nonfinite, parameters)
 
 
@@ -112,12 +97,9 @@ class WenzelSGLD(kernel.AdaptiveSGMCMC):
     parameters = dict(locals())
     parameters.pop('self')
     parameters.pop('__class__', None)
-    _decay('preconditioner_decay_rate', preconditioner_decay_rate)
-    validation.check_int('update_interval', update_interval)
-    _bias('diagonal_bias', diagonal_bias)
-    pre = preconditioners.Wenzel(preconditioner_decay_rate, diagonal_bias,
-                                 update_interval)
-    super().__init__(target_log_prob_fn, step_size, pre, temperature, gamma,
+    algorithm = algorithms.wenzel(preconditioner_decay_rate, update_interval,
+                            diagonal_bias)
+    super().__init__(target_log_prob_fn, step_size, algorithm, temperature, gamma,
                      gamma_estimator, nonfinite, parameters)
 
 
@@ -140,13 +122,9 @@ class MongeSGRLD(kernel.AdaptiveSGMCMC):
     parameters = dict(locals())
     parameters.pop('self')
     parameters.pop('__class__', None)
-    validation.check_number('alpha2', alpha2, low=0.)
-    _decay('preconditioner_decay_rate', preconditioner_decay_rate)
-    validation.check_number('fallback_threshold', fallback_threshold, low=0.,
-                            low_open=True)
-    pre = preconditioners.Monge(preconditioner_decay_rate, alpha2,
-                                fallback_threshold)
-    super().__init__(target_log_prob_fn, step_size, pre, temperature, gamma,
+    algorithm = algorithms.monge(alpha2, preconditioner_decay_rate,
+                           fallback_threshold)
+    super().__init__(target_log_prob_fn, step_size, algorithm, temperature, gamma,
                      gamma_estimator, nonfinite, parameters)
 
 
@@ -170,13 +148,9 @@ class ShampooSGRLD(kernel.AdaptiveSGMCMC):
     parameters = dict(locals())
     parameters.pop('self')
     parameters.pop('__class__', None)
-    _decay('preconditioner_decay_rate', preconditioner_decay_rate)
-    validation.check_number('epsilon', epsilon, low=0., low_open=True)
-    validation.check_int('update_interval', update_interval)
-    validation.check_int('max_dim', max_dim)
-    pre = shampoo.Shampoo(preconditioner_decay_rate, epsilon, update_interval,
-                          max_dim)
-    super().__init__(target_log_prob_fn, step_size, pre, temperature, gamma,
+    algorithm = algorithms.shampoo(preconditioner_decay_rate, epsilon,
+                             update_interval, max_dim)
+    super().__init__(target_log_prob_fn, step_size, algorithm, temperature, gamma,
                      gamma_estimator, nonfinite, parameters)
 
 
@@ -194,8 +168,6 @@ class AdamSGLD(kernel.AdaptiveSGMCMC):
     bias_outside_sqrt: default True (Adam's and Rensmeyer's eq. 29 form).
   """
 
-  _noise_is_preconditioned = False
-
   def __init__(self, target_log_prob_fn, step_size,
                preconditioner_decay_rate=0.9, momentum_decay_rate=0.5,
                drift_scale=1., diagonal_bias=0.1, bias_outside_sqrt=True,
@@ -203,21 +175,7 @@ class AdamSGLD(kernel.AdaptiveSGMCMC):
     parameters = dict(locals())
     parameters.pop('self')
     parameters.pop('__class__', None)
-    _decay('preconditioner_decay_rate', preconditioner_decay_rate)
-    _decay('momentum_decay_rate', momentum_decay_rate)
-    validation.check_number('drift_scale', drift_scale, low=0.)
-    _bias('diagonal_bias', diagonal_bias)
-    pre = preconditioners.RMSprop(preconditioner_decay_rate, diagonal_bias,
-                                  bool(bias_outside_sqrt))
-    super().__init__(target_log_prob_fn, step_size, pre, temperature, 'none',
+    algorithm = algorithms.adam_sgld(preconditioner_decay_rate, momentum_decay_rate,
+                               drift_scale, diagonal_bias, bias_outside_sqrt)
+    super().__init__(target_log_prob_fn, step_size, algorithm, temperature, 'none',
                      'hutchinson', nonfinite, parameters)
-
-  def _init_momentum(self, parts):
-    return [tf.zeros_like(p) for p in parts]
-
-  def _drift(self, grads, pstate, momentum, batch_ndims):
-    p = self.parameters
-    return diffusion.adam_sgld_drift(
-        grads, momentum,
-        lambda m: self.preconditioner.apply(pstate, m, batch_ndims),
-        p['momentum_decay_rate'], p['drift_scale'])

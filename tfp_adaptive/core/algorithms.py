@@ -1,0 +1,156 @@
+"""The six samplers as (preconditioner, drift rule) pairs, and their one update.
+
+Both adapters, the TFP kernels (`tfp_adaptive.mcmc`) and the Keras optimizers
+(`tfp_adaptive.keras.optimizers`), build their sampler with the functions of
+this module (which also validate the hyperparameters, naming them) and move
+the state with `Algorithm.update`, the Euler–Maruyama step of MATH.md:
+
+``θ' = θ + (h/2)(M ∇û + τ c Γ) + sqrt(h τ) M^{1/2} ξ``
+
+(Adam-SGLD replaces ``M ∇û`` by Kim et al.'s drift and uses ``ξ`` unscaled.)
+"""
+
+import tensorflow as tf
+
+from tfp_adaptive import validation
+from tfp_adaptive.core import diffusion
+from tfp_adaptive.core import noise as noise_lib
+from tfp_adaptive.core import preconditioners
+from tfp_adaptive.core import shampoo as shampoo_lib
+
+__all__ = ['Algorithm', 'adam_sgld', 'monge', 'psgld', 'sgld', 'shampoo',
+           'wenzel']
+
+
+class Algorithm(object):
+  """A sampler: its metric, its drift rule and how its noise is scaled.
+
+  Args:
+    preconditioner: a `tfp_adaptive.core.preconditioners.Preconditioner`.
+    noise_preconditioned: Python bool, noise ``M^{1/2} ξ`` (Riemannian
+      samplers) or ``ξ`` (Adam-SGLD).
+    momentum_decay_rate: Adam-SGLD's β, or `None` for no momentum.
+    drift_scale: Adam-SGLD's ``a``.
+  """
+
+  def __init__(self, preconditioner, noise_preconditioned=True,
+               momentum_decay_rate=None, drift_scale=1.):
+    self.preconditioner = preconditioner
+    self.noise_preconditioned = noise_preconditioned
+    self.momentum_decay_rate = momentum_decay_rate
+    self.drift_scale = drift_scale
+
+  @property
+  def has_momentum(self):
+    return self.momentum_decay_rate is not None
+
+  def init_momentum(self, parts):
+    """Adam-SGLD's first moment ``m_0 = 0``; ``()`` for the other samplers."""
+    if not self.has_momentum:
+      return ()
+    return [tf.zeros_like(p) for p in parts]
+
+  def drift(self, grads, pstate, momentum, batch_ndims):
+    """``M ∇û`` (or Adam-SGLD's ``∇û + a M m``) and the new momentum."""
+    pre = self.preconditioner
+    if not self.has_momentum:
+      return pre.apply(pstate, grads, batch_ndims), momentum
+    return diffusion.adam_sgld_drift(
+        grads, momentum, lambda m: pre.apply(pstate, m, batch_ndims),
+        self.momentum_decay_rate, self.drift_scale)
+
+  def update(self, parts, grads, pstate, momentum, gamma, step_size,
+             temperature, noise_seed, batch_ndims, noise_scale=None):
+    """One Euler–Maruyama step from the gradient ``∇û`` and the new metric.
+
+    Args:
+      parts: list of `Tensor`s ``θ_t``.
+      grads: list, ``∇û(θ_t)`` (gradient of the log-target, not of a loss).
+      pstate: metric state already updated with this step's statistics.
+      momentum: Adam-SGLD's ``m_{t-1}`` or ``()``.
+      gamma: ``c Γ`` (scaled for its mode) or `None`.
+      step_size: ``h``.
+      temperature: ``τ``.
+      noise_seed: stateless seed of ``ξ``.
+      batch_ndims: number of leading chain axes.
+      noise_scale: optional scalar multiplying the noise (TFP's optimizer
+        switches the noise off during its `burnin`).
+
+    Returns:
+      ``(θ_{t+1}, m_t)``.
+    """
+    drift, momentum = self.drift(grads, pstate, momentum, batch_ndims)
+    xi = noise_lib.normal(parts, noise_seed)
+    if self.noise_preconditioned:
+      xi = self.preconditioner.apply_sqrt(pstate, xi, batch_ndims)
+    if noise_scale is not None:
+      xi = [tf.cast(noise_scale, x.dtype) * x for x in xi]
+    new_parts = diffusion.langevin_step(parts, drift, xi, step_size,
+                                        temperature, gamma)
+    return new_parts, momentum
+
+
+def _decay(name, value):
+  return validation.check_number(name, value, low=0., high=1., high_open=True)
+
+
+def _nonnegative(name, value):
+  return validation.check_number(name, value, low=0.)
+
+
+def sgld():
+  """SGLD (Welling & Teh 2011): M = I."""
+  return Algorithm(preconditioners.Identity())
+
+
+def psgld(preconditioner_decay_rate, diagonal_bias, bias_outside_sqrt=False,
+          initial_value=0.):
+  """pSGLD (Li et al. 2016; Rensmeyer & Niggemann 2025, Algorithm 1)."""
+  _decay('preconditioner_decay_rate', preconditioner_decay_rate)
+  _nonnegative('diagonal_bias', diagonal_bias)
+  return Algorithm(preconditioners.RMSprop(
+      preconditioner_decay_rate, diagonal_bias, bool(bias_outside_sqrt),
+      initial_value))
+
+
+def wenzel(preconditioner_decay_rate, update_interval, diagonal_bias):
+  """Layer-wise preconditioned SGLD (Wenzel et al. 2020)."""
+  _decay('preconditioner_decay_rate', preconditioner_decay_rate)
+  validation.check_int('update_interval', update_interval)
+  _nonnegative('diagonal_bias', diagonal_bias)
+  return Algorithm(preconditioners.Wenzel(
+      preconditioner_decay_rate, diagonal_bias, update_interval))
+
+
+def monge(alpha2, preconditioner_decay_rate, fallback_threshold):
+  """SGRLD in the Monge metric (Yu et al. 2023, Sec. 3.1)."""
+  _nonnegative('alpha2', alpha2)
+  _decay('preconditioner_decay_rate', preconditioner_decay_rate)
+  validation.check_number('fallback_threshold', fallback_threshold, low=0.,
+                          low_open=True)
+  return Algorithm(preconditioners.Monge(
+      preconditioner_decay_rate, alpha2, fallback_threshold))
+
+
+def shampoo(preconditioner_decay_rate, epsilon, update_interval, max_dim):
+  """SGRLD in the Shampoo metric (Yu et al. 2023, Sec. 3.2)."""
+  _decay('preconditioner_decay_rate', preconditioner_decay_rate)
+  validation.check_number('epsilon', epsilon, low=0., low_open=True)
+  validation.check_int('update_interval', update_interval)
+  validation.check_int('max_dim', max_dim)
+  return Algorithm(shampoo_lib.Shampoo(
+      preconditioner_decay_rate, epsilon, update_interval, max_dim))
+
+
+def adam_sgld(preconditioner_decay_rate, momentum_decay_rate, drift_scale,
+              diagonal_bias, bias_outside_sqrt=True):
+  """Adam-SGLD (Kim, Song & Liang 2022; Rensmeyer & Niggemann 2025, eq. 28–31)."""
+  _decay('preconditioner_decay_rate', preconditioner_decay_rate)
+  _decay('momentum_decay_rate', momentum_decay_rate)
+  _nonnegative('drift_scale', drift_scale)
+  _nonnegative('diagonal_bias', diagonal_bias)
+  pre = preconditioners.RMSprop(preconditioner_decay_rate, diagonal_bias,
+                                bool(bias_outside_sqrt))
+  return Algorithm(pre, noise_preconditioned=False,
+                   momentum_decay_rate=momentum_decay_rate,
+                   drift_scale=drift_scale)
