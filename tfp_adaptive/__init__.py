@@ -1,6 +1,7 @@
 """tfp_adaptive: adaptive SG-MCMC for TensorFlow Probability, with the Γ correction."""
 
 from tfp_adaptive import core
+from tfp_adaptive import keras
 from tfp_adaptive import mcmc
 from tfp_adaptive import minibatch
 from tfp_adaptive import schedules

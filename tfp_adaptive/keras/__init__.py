@@ -1,0 +1,17 @@
+"""Keras 3 front end: SG-MCMC optimizers, Γ in `fit`, sample collection, ensembles, priors.
+
+The user's line: ``model.fit(x, y, callbacks=[SampleCollector()])``.
+"""
+
+from tfp_adaptive.keras import optimizers
+from tfp_adaptive.keras import priors
+from tfp_adaptive.keras import schedules
+from tfp_adaptive.keras.collector import SampleCollector
+from tfp_adaptive.keras.ensemble import BayesianEnsemble
+from tfp_adaptive.keras.sample_files import SampleFileError
+from tfp_adaptive.keras.training import enable_gamma
+from tfp_adaptive.keras.training import gradients_and_gamma
+
+__all__ = ['BayesianEnsemble', 'SampleCollector', 'SampleFileError',
+           'enable_gamma', 'gradients_and_gamma', 'optimizers', 'priors',
+           'schedules']

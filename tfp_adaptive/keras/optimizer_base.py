@@ -1,0 +1,257 @@
+"""`SamplerOptimizer`: the Keras 3 adapter around `tfp_adaptive.core.algorithms`.
+
+Semantics follow TFP's `tfp.optimizer.StochasticGradientLangevinDynamics`:
+the loss is the minibatch mean negative log-likelihood plus ``prior / N``
+(``N = data_size``), so ``∇û = -N g`` with ``g`` the loss gradient, and
+
+``Δθ = -(lr/2)(N·M·g − τ c Γ) + N(0, lr·τ·M)``
+
+with the metric statistics (EMAs, Kronecker factors) built from ``g``, as
+TFP does. The noise is off while ``iterations <= burnin`` (TFP's rule). The
+step's random numbers are a stateless function of ``seed`` and the iteration
+counter, so a run restored from a checkpoint continues the same stream and
+every replica of a `tf.distribute` strategy draws identical noise.
+"""
+
+import numpy as np
+import tensorflow as tf
+import keras
+
+from tfp_adaptive import validation
+from tfp_adaptive.core import gamma as gamma_lib
+
+__all__ = ['NONFINITE_POLICIES', 'SamplerOptimizer']
+
+NONFINITE_POLICIES = ('skip', 'raise')
+
+
+def _random_seed():
+  return int(np.random.SeedSequence().entropy % (2**31 - 1))
+
+
+class SamplerOptimizer(keras.optimizers.Optimizer):
+  """Base class of the SG-MCMC optimizers (subclasses pick the `Algorithm`).
+
+  Args:
+    learning_rate: ``h`` (TFP's ``learning_rate``): float or
+      `keras.optimizers.schedules.LearningRateSchedule`.
+    data_size: ``N``, the number of training examples (>= 1).
+    burnin: int >= 0; no noise while ``iterations <= burnin``.
+    temperature: ``τ > 0`` (1 = Bayes posterior; < 1 cold posterior).
+    gamma: ``'none' | 'original' | 'corrected'``; anything but ``'none'``
+      needs the loss, see `tfp_adaptive.keras.enable_gamma`.
+    gamma_estimator: ``'hutchinson' | 'exact'``.
+    nonfinite: ``'skip'`` (default: a step whose gradient, Γ or new weights
+      are NaN/Inf is not applied and `num_nonfinite` counts it) or
+      ``'raise'`` (the step is not applied and, outside XLA, fails with
+      `tf.errors.InvalidArgumentError`; `SampleCollector` raises
+      `FloatingPointError` after the batch in every mode).
+    seed: int seed of the sampler's noise (random if `None`; stored in the
+      config so a saved optimizer continues the same stream).
+    name, **kwargs: as `keras.optimizers.Optimizer` (e.g. ``clipnorm``).
+    hyperparameters: (for subclasses) dict of the sampler's own arguments,
+      set as attributes and stored in the config.
+  """
+
+  _default_burnin = 0
+  _supports_gamma = True
+
+  def __init__(self, learning_rate, data_size=1, burnin=None, temperature=1.,
+               gamma='none', gamma_estimator='hutchinson', nonfinite='skip',
+               seed=None, name=None, hyperparameters=None, **kwargs):
+    if not isinstance(learning_rate,
+                      keras.optimizers.schedules.LearningRateSchedule):
+      if not callable(learning_rate):
+        validation.check_number('learning_rate', learning_rate, low=0.,
+                                low_open=True)
+    super().__init__(learning_rate=learning_rate,
+                     name=name or type(self).__name__, **kwargs)
+    validation.check_number('data_size', data_size, low=1.)
+    burnin = self._default_burnin if burnin is None else burnin
+    self.burnin = validation.check_int('burnin', burnin, low=0)
+    self.data_size = data_size
+    self.temperature = validation.check_number('temperature', temperature,
+                                               low=0., low_open=True)
+    allowed = gamma_lib.GAMMA_MODES if self._supports_gamma else ('none',)
+    self.gamma = validation.check_choice('gamma', gamma, allowed)
+    self.gamma_estimator = validation.check_choice(
+        'gamma_estimator', gamma_estimator, gamma_lib.GAMMA_ESTIMATORS)
+    self.nonfinite = validation.check_choice('nonfinite', nonfinite,
+                                             NONFINITE_POLICIES)
+    self.seed = _random_seed() if seed is None else validation.check_int(
+        'seed', seed, low=0)
+    self._hyperparameters = dict(hyperparameters or {})
+    for key, value in self._hyperparameters.items():
+      setattr(self, key, value)
+    self._algorithm = self._make_algorithm()
+    self._pending_gamma = None
+
+  # -- what subclasses provide --------------------------------------------
+  def _make_algorithm(self):
+    raise NotImplementedError
+
+  # -- public -------------------------------------------------------------
+  @property
+  def algorithm(self):
+    """The `tfp_adaptive.core.algorithms.Algorithm` this optimizer adapts."""
+    return self._algorithm
+
+  @property
+  def preconditioner(self):
+    return self._algorithm.preconditioner
+
+  @property
+  def needs_gamma(self):
+    """True when the update needs Γ (`enable_gamma` provides it in `fit`)."""
+    return self.gamma != 'none' and self.preconditioner.is_adaptive
+
+  @property
+  def num_nonfinite(self):
+    """Number of steps skipped because of NaN/Inf (int64 variable)."""
+    return self._num_nonfinite
+
+  def build(self, var_list):
+    if self.built:
+      return
+    super().build(var_list)
+    values = [tf.convert_to_tensor(v) for v in var_list]
+    template = (self.preconditioner.init(values, 0),
+                self._algorithm.init_momentum(values))
+    self._state_template = template
+    self._state_is_bool = []
+    state_variables = []
+    for i, leaf in enumerate(tf.nest.flatten(template)):
+      is_bool = leaf.dtype == tf.bool
+      value = tf.cast(leaf, tf.int32) if is_bool else leaf
+      state_variables.append(self.add_variable(
+          shape=tuple(leaf.shape), dtype=value.dtype.name,
+          initializer=lambda shape, dtype=None, v=value: v,
+          name='sampler_state_%d' % i))
+      self._state_is_bool.append(is_bool)
+    self._state_variables = state_variables
+    self._num_nonfinite = self.add_variable((), dtype='int64',
+                                            name='num_nonfinite')
+    self._temperature_variable = self.add_variable(
+        (), dtype='float32', name='temperature',
+        initializer=keras.initializers.Constant(self.temperature))
+
+  @property
+  def temperature_variable(self):
+    """τ as a variable (`TemperatureRamp` assigns it during `fit`)."""
+    return self._temperature_variable
+
+  def sampler_state(self, state_variables=None):
+    """The metric state and momentum as tensors, ``(pstate, momentum)``."""
+    state_variables = state_variables or self._state_variables
+    leaves = []
+    for v, is_bool in zip(state_variables, self._state_is_bool):
+      t = tf.convert_to_tensor(v)
+      leaves.append(tf.cast(t, tf.bool) if is_bool else t)
+    return tf.nest.pack_sequence_as(self._state_template, leaves)
+
+  def step_seeds(self, step):
+    """Stateless seeds ``(probe, noise)`` of the step numbered `step`."""
+    base = tf.constant([self.seed, 0x5eed], tf.int32)
+    step_seed = tf.random.experimental.stateless_fold_in(
+        base, tf.cast(step, tf.int32))
+    return tf.unstack(tf.random.experimental.stateless_split(step_seed, 2))
+
+  def apply_with_gamma(self, grads, gamma, trainable_variables):
+    """`apply` with this step's Γ (``c·Γ`` from `gradients_and_gamma`)."""
+    keys = [self._var_key(v) for v in trainable_variables]
+    self._pending_gamma = dict(zip(keys, gamma))
+    try:
+      return self.apply(grads, trainable_variables)
+    finally:
+      self._pending_gamma = None
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(self._hyperparameters)
+    config.update(data_size=self.data_size, burnin=self.burnin,
+                  temperature=self.temperature, nonfinite=self.nonfinite,
+                  seed=self.seed)
+    if self._supports_gamma:
+      config.update(gamma=self.gamma, gamma_estimator=self.gamma_estimator)
+    return config
+
+  # -- the update -----------------------------------------------------------
+  def _gamma_for(self, keras_variables):
+    if not self.needs_gamma:
+      return None
+    if self._pending_gamma is None:
+      raise ValueError(
+          '%s(gamma=%r) needs Γ, which depends on the loss: call '
+          '`tfp_adaptive.keras.enable_gamma(model)` once before `fit` (or use '
+          '`apply_with_gamma` in a custom loop), or pass gamma=\'none\'.'
+          % (type(self).__name__, self.gamma))
+    return [self._pending_gamma[self._var_key(v)] for v in keras_variables]
+
+  def _backend_update_step(self, grads, trainable_variables, learning_rate):
+    gamma = self._gamma_for(trainable_variables)
+    index = [self._get_variable_index(v) for v in trainable_variables]
+    variables = [v.value if isinstance(v, keras.Variable) else v
+                 for v in trainable_variables]
+    grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
+    grads = [g for g, _ in grads_and_vars]
+    strategy = self._distribution_strategy
+    if gamma is not None and strategy.num_replicas_in_sync > 1:
+      ctx = tf.distribute.get_replica_context()
+      gamma = ctx.all_reduce(tf.distribute.ReduceOp.MEAN, gamma)
+    tf.__internal__.distribute.interim.maybe_merge_call(
+        self._distributed_step, strategy, grads, gamma, index, learning_rate,
+        tf.convert_to_tensor(self.iterations))
+
+  def _distributed_step(self, strategy, grads, gamma, index, learning_rate,
+                        step):
+    """Runs `_local_step` on each local replica's copies (cross-replica)."""
+    local = strategy.experimental_local_results
+    all_vars = [v.value for v in self._trainable_variables]
+    n = len(local(all_vars[0]))
+    per = lambda xs, i: None if xs is None else [local(x)[i] for x in xs]
+    for i in range(n):
+      vars_i = per(all_vars, i)
+      with tf.device(vars_i[0].device):
+        self._local_step(vars_i, per(grads, i), per(gamma, i), index,
+                         local(learning_rate)[i], local(step)[i],
+                         per(self._state_variables, i),
+                         local(self._num_nonfinite.value)[i])
+
+  def _local_step(self, variables, grads, gamma, index, learning_rate, step,
+                  state_variables, num_nonfinite):
+    parts = [tf.convert_to_tensor(v) for v in variables]
+    full_grads = [tf.zeros_like(p) for p in parts]
+    full_gamma = None if gamma is None else [tf.zeros_like(p) for p in parts]
+    for k, i in enumerate(index):
+      full_grads[i] = tf.cast(grads[k], parts[i].dtype)
+      if gamma is not None:
+        full_gamma[i] = tf.cast(gamma[k], parts[i].dtype)
+    pstate, momentum = self.sampler_state(state_variables)
+    step32 = tf.cast(step, tf.int32)
+    new_pstate = self.preconditioner.update(pstate, full_grads, step32, 0)
+    n = self.data_size
+    target_grads = [-tf.cast(n, g.dtype) * g for g in full_grads]
+    noise_scale = None
+    if self.burnin > 0:
+      noise_scale = tf.cast(step > self.burnin, parts[0].dtype)
+    _, noise_seed = self.step_seeds(step)
+    temperature = tf.convert_to_tensor(self._temperature_variable)
+    new_parts, new_momentum = self._algorithm.update(
+        parts, target_grads, new_pstate, momentum, full_gamma, learning_rate,
+        temperature, noise_seed, 0, noise_scale)
+    checked = full_grads + new_parts + (full_gamma or [])
+    ok = tf.reduce_all([tf.reduce_all(tf.math.is_finite(x)) for x in checked])
+    if self.nonfinite == 'raise':
+      with tf.control_dependencies([tf.debugging.Assert(ok, [
+          'Non-finite gradient, Γ or weights in %s at iteration' % self.name,
+          step, '; lower the learning rate or check the model.'])]):
+        ok = tf.identity(ok)
+    keep = lambda new, old: tf.nest.map_structure(
+        lambda a, b: tf.where(ok, a, b), new, old)
+    new_state = keep((new_pstate, new_momentum), (pstate, momentum))
+    for i in index:
+      variables[i].assign(keep(new_parts[i], parts[i]))
+    for v, leaf, is_bool in zip(state_variables, tf.nest.flatten(new_state),
+                                self._state_is_bool):
+      v.assign(tf.cast(leaf, tf.int32) if is_bool else leaf)
+    num_nonfinite.assign_add(tf.cast(tf.logical_not(ok), tf.int64))

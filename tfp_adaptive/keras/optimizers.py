@@ -1,0 +1,152 @@
+"""Keras 3 SG-MCMC optimizers: SGLD, PSGLD, WenzelSGLD, MongeSGRLD, ShampooSGRLD, AdamSGLD.
+
+Each only names its hyperparameters (TFP-style, as the kernels of
+`tfp_adaptive.mcmc`) and builds its `tfp_adaptive.core.algorithms.Algorithm`;
+the update is `SamplerOptimizer`'s. Common arguments are documented there:
+``learning_rate, data_size, burnin, temperature, gamma, gamma_estimator,
+nonfinite, seed, name``.
+
+Example:
+  >>> import keras, tfp_adaptive as tfa
+  >>> model.compile(optimizer=tfa.keras.optimizers.PSGLD(
+  ...     1e-3, data_size=len(x), gamma='corrected'), loss='...')
+  >>> tfa.keras.enable_gamma(model)          # Γ needs the loss
+  >>> model.fit(x, y, callbacks=[tfa.keras.SampleCollector()])
+"""
+
+import keras
+
+from tfp_adaptive.core import algorithms
+from tfp_adaptive.keras.optimizer_base import SamplerOptimizer
+
+__all__ = ['AdamSGLD', 'MongeSGRLD', 'PSGLD', 'SGLD', 'SamplerOptimizer',
+           'ShampooSGRLD', 'WenzelSGLD']
+
+_register = keras.saving.register_keras_serializable(package='tfp_adaptive')
+
+
+@_register
+class SGLD(SamplerOptimizer):
+  """SGLD (Welling & Teh 2011): ``Δθ = -(lr/2) N g + N(0, lr τ)``."""
+
+  _supports_gamma = False
+
+  def __init__(self, learning_rate=1e-3, **kwargs):
+    super().__init__(learning_rate, **kwargs)
+
+  def _make_algorithm(self):
+    return algorithms.sgld()
+
+
+@_register
+class PSGLD(SamplerOptimizer):
+  """pSGLD, mirroring `tfp.optimizer.StochasticGradientLangevinDynamics`.
+
+  ``V ← α V + (1-α) g²`` (``V_0 = 1`` as TFP), ``M = 1/sqrt(diagonal_bias +
+  V)`` (or Li et al.'s ``1/(diagonal_bias + sqrt(V))`` with
+  ``bias_outside_sqrt=True``), ``Δθ = -(lr/2)(N M g − τ c Γ) + N(0, lr τ M)``
+  (Li et al. 2016; Rensmeyer & Niggemann 2025, Algorithm 1 for
+  ``gamma='corrected'``). Same names and defaults as TFP:
+  ``preconditioner_decay_rate=0.95, data_size=1, burnin=25,
+  diagonal_bias=1e-8``. ``gamma='original'`` is TFP's intended drift (TFP's
+  own optimizer drops it on TF2 resource variables).
+  """
+
+  _default_burnin = 25
+
+  def __init__(self, learning_rate=1e-3, preconditioner_decay_rate=0.95,
+               diagonal_bias=1e-8, bias_outside_sqrt=False, gamma='corrected',
+               **kwargs):
+    super().__init__(
+        learning_rate, hyperparameters=dict(
+            preconditioner_decay_rate=preconditioner_decay_rate,
+            diagonal_bias=diagonal_bias,
+            bias_outside_sqrt=bool(bias_outside_sqrt)),
+        gamma=gamma, **kwargs)
+
+  def _make_algorithm(self):
+    return algorithms.psgld(self.preconditioner_decay_rate, self.diagonal_bias,
+                            self.bias_outside_sqrt, initial_value=1.)
+
+
+@_register
+class WenzelSGLD(SamplerOptimizer):
+  """Layer-wise preconditioned SGLD (Wenzel et al. 2020), one scale per variable."""
+
+  def __init__(self, learning_rate=1e-3, preconditioner_decay_rate=0.95,
+               update_interval=100, diagonal_bias=1e-8, gamma='corrected',
+               **kwargs):
+    super().__init__(
+        learning_rate, hyperparameters=dict(
+            preconditioner_decay_rate=preconditioner_decay_rate,
+            update_interval=update_interval,
+            diagonal_bias=diagonal_bias),
+        gamma=gamma, **kwargs)
+
+  def _make_algorithm(self):
+    return algorithms.wenzel(self.preconditioner_decay_rate,
+                             self.update_interval, self.diagonal_bias)
+
+
+@_register
+class MongeSGRLD(SamplerOptimizer):
+  """SGRLD in the Monge metric (Yu et al. 2023, Sec. 3.1), from the loss gradient."""
+
+  def __init__(self, learning_rate=1e-3, alpha2=1.,
+               preconditioner_decay_rate=0.9, fallback_threshold=1000.,
+               gamma='corrected', **kwargs):
+    super().__init__(
+        learning_rate, hyperparameters=dict(
+            alpha2=alpha2,
+            preconditioner_decay_rate=preconditioner_decay_rate,
+            fallback_threshold=fallback_threshold),
+        gamma=gamma, **kwargs)
+
+  def _make_algorithm(self):
+    return algorithms.monge(self.alpha2, self.preconditioner_decay_rate,
+                            self.fallback_threshold)
+
+
+@_register
+class ShampooSGRLD(SamplerOptimizer):
+  """SGRLD in the Shampoo metric (Yu et al. 2023, Sec. 3.2), per-variable Kronecker factors."""
+
+  def __init__(self, learning_rate=1e-3, preconditioner_decay_rate=0.9995,
+               epsilon=1e-6, update_interval=1, max_dim=1024,
+               gamma='corrected', **kwargs):
+    super().__init__(
+        learning_rate, hyperparameters=dict(
+            preconditioner_decay_rate=preconditioner_decay_rate,
+            epsilon=epsilon,
+            update_interval=update_interval,
+            max_dim=max_dim),
+        gamma=gamma, **kwargs)
+
+  def _make_algorithm(self):
+    return algorithms.shampoo(self.preconditioner_decay_rate, self.epsilon,
+                              self.update_interval, self.max_dim)
+
+
+@_register
+class AdamSGLD(SamplerOptimizer):
+  """Adam-SGLD (Kim, Song & Liang 2022): drift ``N g + a M m``, noise unpreconditioned; no Γ."""
+
+  _supports_gamma = False
+
+  def __init__(self, learning_rate=1e-3, preconditioner_decay_rate=0.9,
+               momentum_decay_rate=0.5, drift_scale=1., diagonal_bias=0.1,
+               bias_outside_sqrt=True, **kwargs):
+    super().__init__(
+        learning_rate, hyperparameters=dict(
+            preconditioner_decay_rate=preconditioner_decay_rate,
+            momentum_decay_rate=momentum_decay_rate,
+            drift_scale=drift_scale,
+            diagonal_bias=diagonal_bias,
+            bias_outside_sqrt=bool(bias_outside_sqrt)),
+        **kwargs)
+
+  def _make_algorithm(self):
+    return algorithms.adam_sgld(
+        self.preconditioner_decay_rate, self.momentum_decay_rate,
+        self.drift_scale, self.diagonal_bias, self.bias_outside_sqrt)
+

@@ -1,0 +1,95 @@
+"""Γ inside `model.fit`: a train step that differentiates the metric through the loss.
+
+A Keras optimizer only sees gradients, but Γ (Rensmeyer & Niggemann 2025,
+eq. 9) is the divergence of the metric, which depends on the weights through
+the loss gradient. `enable_gamma(model)` replaces the model's train step by
+one that runs forward-over-reverse autodiff
+(`tfp_adaptive.core.gamma.gradient_and_gamma`) on the loss and hands the
+gradient and Γ to the optimizer. It works for Sequential, Functional and
+subclassed models, in `tf.function` and with ``jit_compile=True``.
+"""
+
+import types
+
+import tensorflow as tf
+import keras
+
+from tfp_adaptive.core import gamma as gamma_lib
+
+__all__ = ['enable_gamma', 'gradients_and_gamma']
+
+
+def gradients_and_gamma(optimizer, loss_fn, variables):
+  """The loss, its gradient and ``c·Γ`` for the next step of `optimizer`.
+
+  For custom training loops: ``loss, grads, gamma = gradients_and_gamma(opt,
+  lambda: loss_of(model(x), y), model.trainable_variables)`` then
+  ``opt.apply_with_gamma(grads, gamma, model.trainable_variables)``.
+
+  Args:
+    optimizer: a built `tfp_adaptive.keras.optimizers.SamplerOptimizer`.
+    loss_fn: callable with no arguments returning the scalar loss (it reads
+      the variables).
+    variables: the `keras.Variable`s being sampled.
+
+  Returns:
+    ``(loss, grads, gamma)``; ``gamma`` is `None` if the optimizer's
+    ``gamma == 'none'``.
+  """
+  optimizer.build(variables)
+  parts = [v.value for v in variables]
+  step = tf.cast(tf.convert_to_tensor(optimizer.iterations), tf.int32)
+  pstate, _ = optimizer.sampler_state()
+  probe_seed, _ = optimizer.step_seeds(step)
+  mode = optimizer.gamma if optimizer.needs_gamma else 'none'
+  loss, grads, _, gamma = gamma_lib.gradient_and_gamma(
+      lambda _: loss_fn(), parts, optimizer.preconditioner, pstate, step, 0,
+      mode, optimizer.gamma_estimator, probe_seed)
+  return loss, grads, gamma
+
+
+def _gamma_train_step(self, data):
+  """`keras.Model.train_step` with Γ (Keras 3, TensorFlow backend)."""
+  x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+  replicas = tf.distribute.get_strategy().num_replicas_in_sync
+  captured = {}
+
+  def loss_fn():
+    y_pred = self(x, training=True)
+    captured['y_pred'] = y_pred
+    loss = self.compute_loss(x=x, y=y, y_pred=y_pred,
+                             sample_weight=sample_weight, training=True)
+    # Keras divides the per-replica loss by the number of replicas; the
+    # metric must see the local minibatch's own gradient.
+    return loss * replicas
+
+  variables = self.trainable_variables
+  loss, grads, gamma = gradients_and_gamma(self.optimizer, loss_fn, variables)
+  batch = tf.shape(tf.nest.flatten(x)[0])[0]
+  self._loss_tracker.update_state(loss, sample_weight=batch)
+  grads = [g / replicas for g in grads]
+  if gamma is None:
+    self.optimizer.apply(grads, variables)
+  else:
+    self.optimizer.apply_with_gamma(grads, gamma, variables)
+  return self.compute_metrics(x, y, captured['y_pred'],
+                              sample_weight=sample_weight)
+
+
+def enable_gamma(model):
+  """Makes `model.fit` compute Γ for a `SamplerOptimizer` (one line, in place).
+
+  Call after `model.compile` (or before; the train step is only replaced).
+  Models restored with `keras.models.load_model` need the call again.
+
+  Args:
+    model: a `keras.Model` (Sequential, Functional or subclassed).
+
+  Returns:
+    `model`, for chaining.
+  """
+  if not isinstance(model, keras.Model):
+    raise TypeError('`model` must be a keras.Model. Received: %r' % (model,))
+  model.train_step = types.MethodType(_gamma_train_step, model)
+  model.train_function = None
+  return model
