@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tests import tfp_reference
 from tfp_adaptive import core
 
 K = 4000  # Hutchinson probes, one per replicated chain.
@@ -113,14 +114,8 @@ def test_corrected_is_original_over_one_minus_decay():
     np.testing.assert_allclose(c.numpy(), o.numpy() / 0.1, rtol=1e-12)
 
 
-A = np.random.RandomState(3).randn(7, 5)
-B = np.random.RandomState(4).randn(7)
-TH0 = np.random.RandomState(5).randn(5)
-
-
-def _loss(th):
-  r = tf.linalg.matvec(tf.constant(A), th) - B
-  return tf.reduce_sum(tf.math.log(tf.cosh(r))) + 0.1 * tf.reduce_sum(th ** 4)
+_loss = tfp_reference.loss
+TH0 = tfp_reference.TH0
 
 
 def _ours_original(lr, decay, bias):
@@ -136,14 +131,7 @@ def _ours_original(lr, decay, bias):
 def test_original_equals_tfp_diag_jacobian():
   """'original' Γ = TFP pSGLD's `diag_jacobian` of its preconditioner (graph)."""
   decay, bias = 0.9, 0.5
-  with tf.Graph().as_default():
-    th = tf.constant(TH0)
-    grad = tf.gradients(_loss(th), [th])[0]
-    mom = decay * tf.ones_like(th) + (1. - decay) * tf.square(grad)
-    precond = tf.math.rsqrt(mom + bias)
-    _, jac = tfp.math.diag_jacobian(xs=th, ys=precond)
-    with tf.compat.v1.Session() as sess:
-      tfp_gamma = sess.run(jac[0])
+  tfp_gamma = tfp_reference.tfp_diag_jacobian_gamma(decay, bias)
   _, ours = _ours_original(0.01, decay, bias)
   np.testing.assert_allclose(ours, tfp_gamma, rtol=1e-6)
   assert np.max(np.abs(ours)) > 1e-2  # Γ is far from zero: the test can fail.
@@ -154,17 +142,7 @@ def test_tfp_optimizer_drops_gamma_with_resource_variables():
   gets Γ = 0 from `diag_jacobian` (no path from the variable to the
   preconditioner), so its noise-free step equals our drift without Γ."""
   lr, decay, bias = 0.01, 0.9, 0.5
-  with tf.Graph().as_default():
-    v = tf.compat.v1.Variable(TH0, dtype=tf.float64)
-    opt = tfp.optimizer.StochasticGradientLangevinDynamics(
-        lr, preconditioner_decay_rate=decay, burnin=100, diagonal_bias=bias,
-        data_size=1)
-    grads = tf.compat.v1.gradients(_loss(v), [v])
-    op = opt.apply_gradients(list(zip(grads, [v])))
-    with tf.compat.v1.Session() as sess:
-      sess.run(tf.compat.v1.global_variables_initializer())
-      sess.run(op)
-      tfp_delta = sess.run(v) - TH0
+  tfp_delta = tfp_reference.tfp_optimizer_delta(lr, decay, bias)
   drift, gam = _ours_original(lr, decay, bias)
   np.testing.assert_allclose(tfp_delta, 0.5 * lr * drift, rtol=1e-6)
   assert not np.allclose(tfp_delta, 0.5 * lr * (drift + gam), rtol=1e-3)

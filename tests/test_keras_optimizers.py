@@ -1,0 +1,186 @@
+"""Keras optimizers: TFP equivalence, eager/graph/XLA, config and saving, errors."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import keras
+
+from tests import tfp_reference
+import tfp_adaptive as tfa
+
+opt_lib = tfa.keras.optimizers
+ALL = [opt_lib.SGLD, opt_lib.PSGLD, opt_lib.WenzelSGLD, opt_lib.MongeSGRLD,
+       opt_lib.ShampooSGRLD, opt_lib.AdamSGLD]
+
+
+def _one_step(opt):
+  v = keras.Variable(tfp_reference.TH0, dtype='float64')
+  loss_fn = lambda: tfp_reference.loss(v.value)
+  loss, grads, gamma = tfa.keras.gradients_and_gamma(opt, loss_fn, [v])
+  if gamma is None:
+    opt.apply(grads, [v])
+  else:
+    opt.apply_with_gamma(grads, gamma, [v])
+  return v.numpy() - tfp_reference.TH0
+
+
+def test_psgld_step_equals_tfp_optimizer_step():
+  lr, decay, bias, n = 0.01, 0.9, 0.5, 3
+  tfp_delta = tfp_reference.tfp_optimizer_delta(lr, decay, bias, data_size=n)
+  ours = _one_step(opt_lib.PSGLD(lr, preconditioner_decay_rate=decay,
+                                 diagonal_bias=bias, data_size=n, burnin=100,
+                                 gamma='none'))
+  np.testing.assert_allclose(ours, tfp_delta, rtol=1e-6)
+
+
+def test_psgld_original_is_tfp_step_with_its_intended_gamma():
+  """'original' = TFP's step plus (lr/2)·Γ from TFP's own `diag_jacobian`
+  (which TFP's optimizer loses on resource variables, see test_gamma)."""
+  lr, decay, bias = 0.01, 0.9, 0.5
+  tfp_delta = tfp_reference.tfp_optimizer_delta(lr, decay, bias)
+  gamma = tfp_reference.tfp_diag_jacobian_gamma(decay, bias)
+  ours = _one_step(opt_lib.PSGLD(lr, preconditioner_decay_rate=decay,
+                                 diagonal_bias=bias, burnin=100,
+                                 gamma='original', gamma_estimator='exact'))
+  np.testing.assert_allclose(ours, tfp_delta + 0.5 * lr * gamma, rtol=1e-6)
+  assert np.max(np.abs(0.5 * lr * gamma)) > 1e-3 * np.max(np.abs(tfp_delta))
+
+
+def _data():
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(64, 4)).astype('float32')
+  return x, (x @ rng.normal(size=(4, 1))).astype('float32')
+
+
+def _model(seed=0):
+  keras.utils.set_random_seed(seed)
+  return keras.Sequential([keras.Input((4,)),
+                           keras.layers.Dense(6, activation='tanh'),
+                           keras.layers.Dense(1)])
+
+
+def _fit(opt_cls, mode, epochs=2, **kwargs):
+  x, y = _data()
+  model = _model()
+  opt = opt_cls(1e-4, data_size=64, seed=3, **kwargs)
+  model.compile(opt, 'mse', run_eagerly=mode == 'eager',
+                jit_compile=mode == 'xla')
+  tfa.keras.enable_gamma(model)
+  model.fit(x, y, batch_size=16, epochs=epochs, shuffle=False, verbose=0)
+  return model, opt
+
+
+@pytest.mark.parametrize('mode', ['eager', 'graph', 'xla'])
+@pytest.mark.parametrize('opt_cls', ALL, ids=lambda c: c.__name__)
+def test_runs_and_is_deterministic(opt_cls, mode):
+  m1, o1 = _fit(opt_cls, mode)
+  m2, _ = _fit(opt_cls, mode)
+  w1, w2 = m1.get_weights(), m2.get_weights()
+  assert int(o1.iterations.numpy()) == 8
+  assert int(o1.num_nonfinite.numpy()) == 0
+  for a, b in zip(w1, w2):
+    assert np.all(np.isfinite(a))
+    np.testing.assert_array_equal(a, b)
+  m0 = _model()
+  assert any(not np.allclose(a, b) for a, b in zip(w1, m0.get_weights()))
+
+
+def test_graph_and_eager_agree():
+  """Same seed, same data: eager and tf.function give the same chain."""
+  w_eager = _fit(opt_lib.PSGLD, 'eager')[0].get_weights()
+  w_graph = _fit(opt_lib.PSGLD, 'graph')[0].get_weights()
+  for a, b in zip(w_eager, w_graph):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_gamma_without_enable_gamma_names_the_fix():
+  x, y = _data()
+  model = _model()
+  model.compile(opt_lib.PSGLD(1e-4, gamma='corrected'), 'mse')
+  with pytest.raises(ValueError, match='enable_gamma'):
+    model.fit(x, y, epochs=1, verbose=0)
+
+
+def test_gamma_none_needs_no_wrapper():
+  x, y = _data()
+  model = _model()
+  model.compile(opt_lib.PSGLD(1e-4, data_size=64, gamma='none'), 'mse',
+                jit_compile=True)
+  model.fit(x, y, epochs=1, verbose=0)
+  assert int(model.optimizer.iterations.numpy()) == 2
+
+
+def test_learning_rate_schedule_is_used():
+  sched = tfa.keras.schedules.PolynomialDecay(1e-3, 1., 0.55)
+  opt = opt_lib.SGLD(sched, data_size=10, seed=0)
+  v = keras.Variable(np.zeros(3, np.float32))
+  opt.build([v])
+  for _ in range(3):
+    opt.apply([tf.zeros(3)], [v])
+  np.testing.assert_allclose(float(opt.learning_rate), 1e-3 * 4. ** -0.55,
+                             rtol=1e-6)
+
+
+def test_noise_variance_and_burnin():
+  """Zero gradient: no move during TFP's burn-in, then variance lr·τ·M."""
+  opt = opt_lib.PSGLD(0.04, burnin=2, temperature=0.5, seed=1,
+                      gamma='none')
+  v = keras.Variable(np.zeros(20000, np.float32))
+  opt.build([v])
+  for _ in range(3):
+    opt.apply([tf.zeros(20000)], [v])
+    if int(opt.iterations.numpy()) <= 3:
+      assert np.all(v.numpy() == 0.)
+  opt.apply([tf.zeros(20000)], [v])
+  # V = 1·α^4 (ones decayed), M = (1e-8 + V)^-1/2.
+  m = (1e-8 + 0.95 ** 4) ** -0.5
+  var = v.numpy().var()
+  se = 0.04 * 0.5 * m * np.sqrt(2. / 20000)
+  assert abs(var - 0.04 * 0.5 * m) < 4 * se
+
+
+@pytest.mark.parametrize('opt_cls', ALL, ids=lambda c: c.__name__)
+def test_config_round_trip(opt_cls):
+  opt = opt_cls(1e-3, data_size=5, seed=4, temperature=0.7)
+  clone = opt_cls.from_config(opt.get_config())
+  assert clone.get_config() == opt.get_config()
+
+
+def test_model_save_and_load_keep_sampler_state(tmp_path):
+  model, opt = _fit(opt_lib.ShampooSGRLD, 'graph', epsilon=1e-2)
+  path = os.path.join(tmp_path, 'm.keras')
+  model.save(path)
+  loaded = keras.models.load_model(path)
+  assert type(loaded.optimizer) is opt_lib.ShampooSGRLD
+  assert loaded.optimizer.get_config() == opt.get_config()
+  for a, b in zip(opt.variables, loaded.optimizer.variables):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize('kwargs,name', [
+    (dict(learning_rate=-1.), 'learning_rate'),
+    (dict(preconditioner_decay_rate=1.), 'preconditioner_decay_rate'),
+    (dict(data_size=0), 'data_size'),
+    (dict(burnin=-1), 'burnin'),
+    (dict(temperature=0.), 'temperature'),
+    (dict(gamma='fixed'), 'gamma'),
+    (dict(diagonal_bias=-1.), 'diagonal_bias'),
+    (dict(nonfinite='nan'), 'nonfinite'),
+])
+def test_bad_arguments_are_named(kwargs, name):
+  kwargs = dict(dict(learning_rate=1e-3), **kwargs)
+  with pytest.raises((ValueError, TypeError), match=name):
+    opt_lib.PSGLD(**kwargs)
+
+
+def test_nonfinite_step_is_skipped_and_counted():
+  opt = opt_lib.PSGLD(1e-3, seed=0, gamma='none')
+  v = keras.Variable(np.ones(3, np.float32))
+  opt.build([v])
+  opt.apply([tf.constant([1., np.nan, 1.])], [v])
+  np.testing.assert_array_equal(v.numpy(), np.ones(3))
+  assert int(opt.num_nonfinite.numpy()) == 1
+  opt.apply([tf.constant([1., 1., 1.])], [v])
+  assert np.all(np.isfinite(v.numpy())) and not np.allclose(v.numpy(), 1.)
