@@ -79,10 +79,16 @@ class SampleCollector(keras.callbacks.Callback):
     self._epoch = 0
     self._running = None
     self._optimizer_nonfinite = 0
+    self._last_step = None
 
   # -- schedule -------------------------------------------------------------
-  def _due(self, count):
-    return count > self.burnin and (count - self.burnin) % self.thinning == 0
+  def _slot_index(self, count):
+    """Number of schedule points ``burnin + k·thinning`` (k >= 1) <= count."""
+    return max(count - self.burnin, 0) // self.thinning
+
+  def _due(self, count, last):
+    """A schedule point lies in (last, count] (robust to steps_per_execution)."""
+    return self._slot_index(count) > self._slot_index(last)
 
   def on_epoch_begin(self, epoch, logs=None):
     self._epoch = epoch
@@ -91,11 +97,14 @@ class SampleCollector(keras.callbacks.Callback):
     self._check_optimizer()
     if self.unit == 'step':
       step = int(self.model.optimizer.iterations.numpy())
-      if self._due(step):
+      if self._last_step is None:
+        self._last_step = step - 1
+      if self._due(step, self._last_step):
         self.collect(step)
+      self._last_step = step
 
   def on_epoch_end(self, epoch, logs=None):
-    if self.unit == 'epoch' and self._due(epoch + 1):
+    if self.unit == 'epoch' and self._due(epoch + 1, epoch):
       self.collect(int(self.model.optimizer.iterations.numpy()))
     if self._running is not None and logs is not None:
       total, weight = self._running

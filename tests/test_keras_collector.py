@@ -1,0 +1,214 @@
+"""SampleCollector schedules and windows, BayesianEnsemble metrics, safe files, priors."""
+
+import os
+
+import numpy as np
+import pytest
+import keras
+
+import tfp_adaptive as tfa
+from tfp_adaptive.keras import sample_files
+from tfp_adaptive.keras import ensemble
+
+
+def _problem(n=120, seed=0):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(n, 5)).astype('float32')
+  y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype('int64') + (x[:, 2] > 1.)
+  return x, y
+
+
+def _model():
+  keras.utils.set_random_seed(1)
+  return keras.Sequential([keras.Input((5,)),
+                           keras.layers.Dense(8, activation='tanh'),
+                           keras.layers.Dense(3, activation='softmax')])
+
+
+def _fit(collector, epochs=3, lr=1e-4, **fit_kwargs):
+  x, y = _problem()
+  model = _model()
+  model.compile(tfa.keras.optimizers.PSGLD(lr, data_size=len(x), seed=0),
+                'sparse_categorical_crossentropy')
+  tfa.keras.enable_gamma(model)
+  model.fit(x, y, batch_size=20, epochs=epochs, verbose=0,
+            callbacks=[collector], **fit_kwargs)
+  return model
+
+
+def test_step_schedule():
+  col = tfa.keras.SampleCollector(burnin=5, thinning=3)
+  _fit(col)  # 18 steps: samples at 8, 11, 14, 17.
+  assert [m.step for m in col.ensemble.members] == [8, 11, 14, 17]
+  w = col.ensemble.members[0].weights
+  assert all(np.all(np.isfinite(a)) for a in w.values())
+
+
+def test_schedule_with_steps_per_execution():
+  col = tfa.keras.SampleCollector(burnin=5, thinning=3)
+  x, y = _problem()
+  model = _model()
+  model.compile(tfa.keras.optimizers.SGLD(1e-4, data_size=120, seed=0),
+                'sparse_categorical_crossentropy', steps_per_execution=2)
+  model.fit(x, y, batch_size=20, epochs=3, verbose=0, callbacks=[col])
+  assert [m.step for m in col.members] == [8, 12, 14, 18]
+
+
+def test_epoch_schedule():
+  col = tfa.keras.SampleCollector(burnin=1, thinning=1, unit='epoch')
+  _fit(col)
+  assert [m.step for m in col.members] == [12, 18]
+
+
+def test_last_window_keeps_most_recent():
+  col = tfa.keras.SampleCollector(thinning=2, max_samples=3, window='last')
+  _fit(col)
+  assert [m.step for m in col.ensemble.members] == [14, 16, 18]
+
+
+def test_reservoir_is_uniform_over_seen_samples():
+  """Each of 9 samples is kept with probability 3/9 (binomial bound)."""
+  counts = np.zeros(10)
+  trials = 300
+  for seed in range(trials):
+    col = tfa.keras.SampleCollector(max_samples=3, seed=seed)
+    col.members, col.num_seen = [], 0
+    for step in range(1, 10):
+      col.num_seen += 1
+      slot = col._slot()  # pylint: disable=protected-access
+      member = ensemble.Member(step, 1., {}, None)
+      if slot is not None:
+        if slot < len(col.members):
+          col.members[slot] = member
+        else:
+          col.members.append(member)
+    for m in col.members:
+      counts[m.step] += 1
+  p = 3. / 9.
+  se = np.sqrt(trials * p * (1 - p))
+  assert np.all(np.abs(counts[1:] - trials * p) < 4 * se), counts
+
+
+def test_directory_samples_and_ensemble_files(tmp_path):
+  d = str(tmp_path / 'run')
+  col = tfa.keras.SampleCollector(burnin=5, thinning=3, max_samples=2,
+                                  window='last', directory=d)
+  _fit(col)
+  files = sample_files.list_samples(d)
+  assert [s for s, _ in files] == [14, 17]  # Evicted files are deleted.
+  assert all(m.weights is None for m in col.members)  # Nothing in RAM.
+  x, y = _problem(seed=5)
+  ens = col.ensemble
+  out = ens.evaluate(x, y)
+  saved = str(tmp_path / 'ens')
+  ens.save(saved)
+  loaded = tfa.keras.BayesianEnsemble.load(saved)
+  assert loaded.evaluate(x, y) == out
+
+
+def test_ensemble_metrics_match_a_direct_computation():
+  col = tfa.keras.SampleCollector(burnin=10, thinning=2)
+  model = _fit(col)
+  x, y = _problem(seed=7)
+  ens = col.ensemble
+  members = ens.predict_members(x)
+  assert members.shape == (len(ens), len(x), 3)
+  probs = members.mean(0)
+  np.testing.assert_allclose(ens.predict(x), probs, rtol=1e-6)
+  out = ens.evaluate(x, y)
+  np.testing.assert_allclose(
+      out['log_likelihood'], np.mean(np.log(probs[np.arange(len(y)), y])),
+      rtol=1e-6)
+  np.testing.assert_allclose(out['accuracy'], np.mean(probs.argmax(1) == y))
+  conf, correct = probs.max(1), probs.argmax(1) == y
+  bins = np.minimum((conf * 15).astype(int), 14)
+  ece = sum(abs(correct[bins == b].mean() - conf[bins == b].mean()) *
+            np.mean(bins == b) for b in range(15) if np.any(bins == b))
+  np.testing.assert_allclose(out['ece'], ece, rtol=1e-4, atol=1e-6)
+  # The training model's own weights are untouched by predictions.
+  before = [w.copy() for w in model.get_weights()]
+  ens.predict(x)
+  for a, b in zip(before, model.get_weights()):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_step_size_weighting():
+  sched = keras.optimizers.schedules.ExponentialDecay(1e-4, 1, 0.9)
+  x, y = _problem()
+  model = _model()
+  model.compile(tfa.keras.optimizers.SGLD(sched, data_size=120, seed=0),
+                'sparse_categorical_crossentropy')
+  col = tfa.keras.SampleCollector(thinning=6, weighting='step_size')
+  model.fit(x, y, batch_size=20, epochs=3, verbose=0, callbacks=[col])
+  ens = col.ensemble
+  lrs = np.array([m.learning_rate for m in ens.members])
+  np.testing.assert_allclose(lrs, 1e-4 * 0.9 ** np.array([6, 12, 18]),
+                             rtol=1e-5)
+  np.testing.assert_allclose(ens.member_weights(), lrs / lrs.sum())
+
+
+def test_nonfinite_weights_never_enter_the_ensemble():
+  col = tfa.keras.SampleCollector()
+  model = _fit(tfa.keras.SampleCollector(), epochs=1)
+  col.set_model(model)
+  w = model.get_weights()
+  w[0][0, 0] = np.nan
+  model.set_weights(w)
+  with pytest.warns(UserWarning, match='non-finite'):
+    col.collect(99)
+  assert len(col.members) == 0 and col.num_skipped == 1
+  strict = tfa.keras.SampleCollector(nonfinite='raise')
+  strict.set_model(model)
+  with pytest.raises(FloatingPointError):
+    strict.collect(99)
+
+
+def test_truncated_sample_file_names_itself(tmp_path):
+  d = str(tmp_path)
+  sample_files.write_sample(d, 3, ['a'], [np.ones(1000)])
+  path = sample_files.sample_path(d, 3)
+  with open(path, 'r+b') as f:
+    f.truncate(os.path.getsize(path) // 2)
+  with pytest.raises(tfa.keras.SampleFileError, match='sample_0000000003'):
+    sample_files.read_sample(path)
+
+
+def test_regression_ensemble():
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(100, 2)).astype('float32')
+  y = x @ np.array([[1.], [-1.]], np.float32)
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+  model.compile(tfa.keras.optimizers.SGLD(1e-3, data_size=100, seed=0), 'mse')
+  col = tfa.keras.SampleCollector(burnin=50, thinning=5, task='regression',
+                                  noise_variance=0.5)
+  model.fit(x, y, batch_size=100, epochs=200, verbose=0, callbacks=[col])
+  mean, var = col.ensemble.predict(x)
+  members = col.ensemble.predict_members(x)
+  np.testing.assert_allclose(mean, members.mean(0), rtol=1e-6)
+  np.testing.assert_allclose(var, members.var(0) + 0.5, rtol=1e-6)
+  assert set(col.ensemble.evaluate(x, y)) == {'log_likelihood', 'rmse'}
+
+
+def test_priors_enter_the_loss_over_n():
+  model = _model()
+  tfa.keras.priors.add_horseshoe_prior(model, data_size=10)
+  tfa.keras.priors.add_gaussian_prior(model, data_size=10, scale=2.)
+  names = [v.name for v in model.trainable_weights]
+  assert names.count('horseshoe_log_scale') == 2
+  total = float(sum(model.losses))
+  expect = 0.
+  for layer in model.layers:
+    w, b, rho = layer.kernel.numpy(), layer.bias.numpy(), float(
+        [v for v in layer.weights if v.name == 'horseshoe_log_scale'][0].numpy())
+    expect += (w.size * rho + (w ** 2).sum() * np.exp(-2 * rho) / 2
+               + np.log1p(np.exp(2 * rho)) - rho) / 10
+    expect += (b ** 2).sum() / (2 * 4. * 10)
+  np.testing.assert_allclose(total, expect, rtol=1e-5)
+
+
+def test_bad_collector_arguments_are_named():
+  with pytest.raises(ValueError, match='thinning'):
+    tfa.keras.SampleCollector(thinning=0)
+  with pytest.raises(ValueError, match='window'):
+    tfa.keras.SampleCollector(window='first')
