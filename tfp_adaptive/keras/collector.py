@@ -256,5 +256,6 @@ class SampleCollector(keras.callbacks.Callback):
     self._rng.bit_generator.state = meta['rng']
     count = getattr(model.optimizer, 'num_nonfinite', None)
     self._optimizer_nonfinite = 0 if count is None else int(count.numpy())
-    self.model = model
+    self.set_model(model)
+    self._last_step = int(meta['step'])
     return int(meta['epoch'])
