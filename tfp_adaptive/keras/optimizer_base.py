@@ -205,17 +205,19 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
   def _distributed_step(self, strategy, grads, gamma, index, learning_rate,
                         step):
     """Runs `_local_step` on each local replica's copies (cross-replica)."""
-    local = strategy.experimental_local_results
+    def local(x, i):
+      copies = strategy.experimental_local_results(x)
+      return copies[i] if len(copies) > 1 else copies[0]
+    per = lambda xs, i: None if xs is None else [local(x, i) for x in xs]
     all_vars = [v.value for v in self._trainable_variables]
-    n = len(local(all_vars[0]))
-    per = lambda xs, i: None if xs is None else [local(x)[i] for x in xs]
+    n = len(strategy.experimental_local_results(all_vars[0]))
     for i in range(n):
       vars_i = per(all_vars, i)
       with tf.device(vars_i[0].device):
         self._local_step(vars_i, per(grads, i), per(gamma, i), index,
-                         local(learning_rate)[i], local(step)[i],
-                         per(self._state_variables, i),
-                         local(self._num_nonfinite.value)[i])
+                         local(learning_rate, i), local(step, i),
+                         per([v.value for v in self._state_variables], i),
+                         local(self._num_nonfinite.value, i))
 
   def _local_step(self, variables, grads, gamma, index, learning_rate, step,
                   state_variables, num_nonfinite):
