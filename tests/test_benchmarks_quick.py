@@ -13,6 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.mark.parametrize('module, outputs', [
     ('benchmarks.rensmeyer_figures', ['fig1_table.md', 'fig1_stationary.png']),
     ('benchmarks.speed', ['speed.md']),
+    ('benchmarks.keras_speed', ['keras_speed.md']),
 ])
 def test_benchmark_quick_mode_writes_outputs(module, outputs, tmp_path):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')

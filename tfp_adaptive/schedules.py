@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from tfp_adaptive import validation
 
-__all__ = ['PolynomialDecay', 'as_schedule']
+__all__ = ['PolynomialDecay', 'as_schedule', 'evaluate']
 
 
 class PolynomialDecay(object):

@@ -1,0 +1,106 @@
+"""Keras step time of every sampler optimizer vs SGD and vs SGD + Gaussian noise (one run).
+
+MLP 784-400-400-10, batch 100, `jit_compile=True`, random data; each
+configuration's time per step is the best of several rounds, the rounds
+interleaved so all ratios come from the same conditions. Targets (issue 3):
+≤ 1.2× SGD-plus-noise without Γ, Shampoo ≤ 1.5× PSGLD, corrected ≤ 1.5× none.
+
+    python -m benchmarks.keras_speed [--quick]
+"""
+
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+import keras
+
+import tfp_adaptive as tfa
+from benchmarks import common
+
+opt = tfa.keras.optimizers
+
+
+class NoisySGD(keras.optimizers.SGD):
+  """SGD plus one standard normal number per parameter: the Langevin floor."""
+
+  def update_step(self, gradient, variable, learning_rate):
+    seed = tf.stack([tf.cast(self.iterations, tf.int32), 0])
+    noise = tf.random.stateless_normal(tf.shape(variable), seed, alg='philox')
+    super().update_step(gradient + 1e-6 * noise, variable, learning_rate)
+
+
+def configurations(data_size):
+  kw = dict(data_size=data_size, seed=0)
+  return {
+      'SGD': lambda: keras.optimizers.SGD(1e-3),
+      'SGD + noise': lambda: NoisySGD(1e-3),
+      'SGLD': lambda: opt.SGLD(1e-6, **kw),
+      'PSGLD (none)': lambda: opt.PSGLD(1e-6, gamma='none', **kw),
+      'PSGLD (corrected)': lambda: opt.PSGLD(1e-6, gamma='corrected', **kw),
+      'WenzelSGLD (none)': lambda: opt.WenzelSGLD(1e-6, gamma='none', **kw),
+      'MongeSGRLD (none)': lambda: opt.MongeSGRLD(1e-6, gamma='none', **kw),
+      'MongeSGRLD (corrected)': lambda: opt.MongeSGRLD(1e-6, gamma='corrected',
+                                                        **kw),
+      'ShampooSGRLD (none)': lambda: opt.ShampooSGRLD(
+          1e-6, gamma='none', epsilon=1e-2, update_interval=10, max_dim=128,
+          **kw),
+      'AdamSGLD': lambda: opt.AdamSGLD(1e-6, **kw),
+  }
+
+
+def build(make_opt, hidden, steps):
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((784,)),
+                            keras.layers.Dense(hidden, activation='relu'),
+                            keras.layers.Dense(hidden, activation='relu'),
+                            keras.layers.Dense(10, activation='softmax')])
+  optimizer = make_opt()
+  model.compile(optimizer, 'sparse_categorical_crossentropy', jit_compile=True,
+                steps_per_execution=steps)
+  if isinstance(optimizer, opt.SamplerOptimizer):
+    tfa.keras.enable_gamma(model)
+  return model
+
+
+def main():
+  args = common.parser(__doc__.splitlines()[0]).parse_args()
+  out = common.out_dir(args.out)
+  hidden, steps, rounds = (50, 10, 1) if args.quick else (400, 50, 5)
+  rng = np.random.default_rng(0)
+  x = rng.random((100, 784), np.float32)
+  y = rng.integers(0, 10, 100)
+  data = tf.data.Dataset.from_tensors((x, y)).repeat()
+  configs = configurations(60000)
+  models = {name: build(make, hidden, steps) for name, make in configs.items()}
+  for model in models.values():  # Compile and warm up.
+    model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
+  best = {name: np.inf for name in models}
+  for _ in range(rounds):
+    for name, model in models.items():
+      start = time.perf_counter()
+      model.fit(data, steps_per_epoch=4 * steps, epochs=1, verbose=0)
+      best[name] = min(best[name], (time.perf_counter() - start) / (4 * steps))
+  sgd, noisy = best['SGD'], best['SGD + noise']
+  rows = []
+  for name, t in best.items():
+    extra = ''
+    if name == 'PSGLD (corrected)':
+      extra = '%.2f× PSGLD (none)' % (t / best['PSGLD (none)'])
+    elif name == 'MongeSGRLD (corrected)':
+      extra = '%.2f× Monge (none)' % (t / best['MongeSGRLD (none)'])
+    elif name.startswith('Shampoo'):
+      extra = '%.2f× PSGLD (none)' % (t / best['PSGLD (none)'])
+    rows.append([name, '%.3f ms' % (1e3 * t), '%.2f' % (t / sgd),
+                 '%.2f' % (t / noisy), extra])
+  common.write_table(
+      os.path.join(out, 'keras_speed.md'),
+      'Keras step time, MLP 784-%d-%d-10, batch 100, XLA (%s)'
+      % (hidden, hidden, 'quick' if args.quick else 'full'),
+      ['optimizer', 'time/step', '× SGD', '× SGD+noise', 'other ratio'], rows,
+      'Command: `python -m benchmarks.keras_speed%s`. Shampoo refreshes its '
+      'roots every 10 steps and keeps the 784-wide input mode diagonal (max_dim=128).' % (' --quick' if args.quick else ''))
+
+
+if __name__ == '__main__':
+  main()
