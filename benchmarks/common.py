@@ -6,10 +6,11 @@ import platform
 
 import numpy as np
 
+from tfp_adaptive import diagnostics
+
 __all__ = ['binned', 'markdown_table', 'out_dir', 'parser', 'write_table']
 
 EDGES = np.arange(-4.5, 4.5001, 0.1)
-_GRID = np.linspace(-7., 7., 140001)
 
 
 def parser(description):
@@ -27,10 +28,7 @@ def out_dir(path):
 
 def binned(density, edges=EDGES):
   """Bin probabilities of an unnormalised 1-D density."""
-  y = density(_GRID)
-  cdf = np.concatenate([[0.], np.cumsum(0.5 * (y[1:] + y[:-1]) * np.diff(_GRID))])
-  cdf /= cdf[-1]
-  return np.diff(np.interp(edges, _GRID, cdf))
+  return diagnostics.bin_probabilities(density, edges)
 
 
 def markdown_table(header, rows):

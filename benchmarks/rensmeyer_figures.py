@@ -20,13 +20,13 @@ import numpy as np
 import tensorflow as tf
 
 import tfp_adaptive as tfa
+from tfp_adaptive import diagnostics
 from benchmarks import common
 
 LAM = 0.1
 
 
-def _p(t):
-  return np.exp(-0.5 * t * t)
+_p = diagnostics.standard_normal
 
 
 def cases():
@@ -37,16 +37,20 @@ def cases():
       ('pSGLD original, λ outside sqrt (paper curve, eq. 36)',
        lambda h: tfa.mcmc.PSGLD(lp, h, a, LAM, bias_outside_sqrt=True,
                                 gamma='original'),
-       lambda t: _p(t) * (LAM + np.abs(t)) ** a),
+       diagnostics.predicted_density(
+           'original', diagnostics.rmsprop_metric(LAM, True), a)),
       ('pSGLD original, TFP form diagonal_bias=1e-8 (authors\' notebook)',
        lambda h: tfa.mcmc.PSGLD(lp, h, a, 1e-8, gamma='original'),
-       lambda t: _p(t) * (1e-8 + t * t) ** (a / 2)),
+       diagnostics.predicted_density(
+           'original', diagnostics.rmsprop_metric(1e-8), a)),
       ('Monge α²=1, Γ dropped (eq. 38)',
        lambda h: tfa.mcmc.MongeSGRLD(lp, h, 1., a, gamma='none'),
-       lambda t: _p(t) * (1. + t * t)),
+       diagnostics.predicted_density('none', diagnostics.monge_metric(1.),
+                                     a)),
       ('Shampoo, Γ dropped, ε=1e-8 (eq. 37)',
        lambda h: tfa.mcmc.ShampooSGRLD(lp, h, a, 1e-8, gamma='none'),
-       lambda t: _p(t) * np.sqrt(1e-8 + t * t)),
+       diagnostics.predicted_density('none', diagnostics.rmsprop_metric(1e-8),
+                                     a)),
       ('Adam-SGLD a=1, β=0.5 (eq. 39)',
        lambda h: tfa.mcmc.AdamSGLD(lp, h, a, 0.5, 1., LAM),
        lambda t: _p(t) * np.exp(-np.abs(t)) * (np.abs(t) + LAM) ** 0.1),

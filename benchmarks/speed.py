@@ -54,7 +54,12 @@ def ours_chain_steps_per_second(chains, steps):
   return chains * steps / (time.time() - t0)
 
 
-def mlp_step_times(repeats, hidden=400, batch=100):
+def _psgld(log_prob, mode):
+  return tfa.mcmc.PSGLD(log_prob, 1e-6, 0.99, 1e-8, gamma=mode)
+
+
+def mlp_step_times(repeats, hidden=400, batch=100, make_kernel=_psgld):
+  """Seconds per XLA-compiled kernel step on an MLP 784-h-h-10 (Γ none/corrected)."""
   rng = np.random.RandomState(0)
   x = tf.constant(rng.randn(batch, 784), tf.float32)
   y = tf.constant(rng.randint(0, 10, batch))
@@ -75,7 +80,7 @@ def mlp_step_times(repeats, hidden=400, batch=100):
 
   out = {}
   for mode in ('none', 'corrected'):
-    kernel = tfa.mcmc.PSGLD(log_prob, 1e-6, 0.99, 1e-8, gamma=mode)
+    kernel = make_kernel(log_prob, mode)
     results = kernel.bootstrap_results(params)
 
     @tf.function(jit_compile=True)

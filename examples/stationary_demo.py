@@ -12,26 +12,24 @@ import numpy as np
 import tensorflow as tf
 
 import tfp_adaptive as tfa
+from tfp_adaptive import diagnostics
 
 EDGES = np.arange(-4.5, 4.5001, 0.1)
-GRID = np.linspace(-7, 7, 140001)
 BIAS, ALPHA, H = 1.0, 0.9, 1e-3
+MODES = ('none', 'original', 'corrected')
 
 
 def binned(density):
-  y = density(GRID)
-  cdf = np.concatenate([[0], np.cumsum(0.5 * (y[1:] + y[:-1]) * np.diff(GRID))])
-  return np.diff(np.interp(EDGES, GRID, cdf / cdf[-1]))
+  return diagnostics.bin_probabilities(density, EDGES)
 
 
 def main():
   target = lambda x: -0.5 * x ** 2
-  p = lambda t: np.exp(-0.5 * t * t)
-  rms = {'none': lambda t: p(t) * np.sqrt(BIAS + t * t),
-         'original': lambda t: p(t) * (BIAS + t * t) ** (ALPHA / 2),
-         'corrected': p}
-  monge = {'none': lambda t: p(t) * (1 + t * t),
-           'original': lambda t: p(t) * (1 + t * t) ** ALPHA, 'corrected': p}
+  p = diagnostics.standard_normal
+  rms = {m: diagnostics.predicted_density(
+      m, diagnostics.rmsprop_metric(BIAS), ALPHA) for m in MODES}
+  monge = {m: diagnostics.predicted_density(
+      m, diagnostics.monge_metric(1.), ALPHA) for m in MODES}
   rows = []
   for label, make, preds in [
       ('PSGLD', lambda g: tfa.mcmc.PSGLD(target, H, ALPHA, BIAS, gamma=g), rms),
@@ -39,15 +37,15 @@ def main():
                                                    gamma=g), monge),
       ('ShampooSGRLD', lambda g: tfa.mcmc.ShampooSGRLD(target, H, ALPHA, BIAS,
                                                        gamma=g), rms)]:
-    for mode in ('none', 'original', 'corrected'):
+    for mode in MODES:
       x0 = tf.random.stateless_normal([10000], seed=(0, 1))
       counts, outside, state, _ = tfa.mcmc.stationary_histogram(
           make(mode), x0, 10000, EDGES, seed=(1, 2), chunk_steps=5000,
           progress=True)
       freq = counts / (counts.sum() + outside)
       rows.append((label, mode, float(tf.math.reduce_std(state)),
-                   0.5 * np.abs(freq - binned(p)).sum(),
-                   0.5 * np.abs(freq - binned(preds[mode])).sum()))
+                   diagnostics.total_variation(freq, binned(p)),
+                   diagnostics.total_variation(freq, binned(preds[mode]))))
   print('\n%-13s %-10s %8s %12s %15s' % ('sampler', 'gamma', 'std', 'TV to N(0,1)',
                                           'TV to predicted'))
   for r in rows:

@@ -4,24 +4,21 @@ import numpy as np
 import tensorflow as tf
 
 import tfp_adaptive as tfa
+from tfp_adaptive import diagnostics
 
 EDGES = np.arange(-4.5, 4.5001, 0.1)
-_GRID = np.linspace(-7., 7., 140001)
 
 
 def binned(density):
-  """Bin probabilities of an unnormalised density and its normalised CDF."""
-  y = density(_GRID)
-  cdf = np.concatenate([[0.], np.cumsum(0.5 * (y[1:] + y[:-1]) * np.diff(_GRID))])
-  cdf /= cdf[-1]
-  return np.diff(np.interp(EDGES, _GRID, cdf)), cdf
+  """Bin probabilities of an unnormalised density on `EDGES`."""
+  return diagnostics.bin_probabilities(density, EDGES)
 
 
 def draw(density, n, seed=0, dtype=tf.float32):
   """`n` exact draws from `density` by inverse CDF (chains start stationary)."""
-  _, cdf = binned(density)
+  cdf = diagnostics.density_cdf(density)
   u = np.random.RandomState(seed).uniform(size=n)
-  return tf.constant(np.interp(u, cdf, _GRID), dtype)
+  return tf.constant(np.interp(u, cdf, diagnostics.GRID), dtype)
 
 
 def group_histograms(kernel, init, num_steps, groups, seed):

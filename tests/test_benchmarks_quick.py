@@ -14,6 +14,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ('benchmarks.rensmeyer_figures', ['fig1_table.md', 'fig1_stationary.png']),
     ('benchmarks.speed', ['speed.md']),
     ('benchmarks.keras_speed', ['keras_speed.md']),
+    ('benchmarks.gamma_cost', ['gamma_cost.md', 'gamma_cost.png']),
+    ('benchmarks.yu_funnel', ['funnel.md', 'funnel.png']),
+    ('benchmarks.yu_tables', ['yu_tables.md', 'yu_tables.png']),
 ])
 def test_benchmark_quick_mode_writes_outputs(module, outputs, tmp_path):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')

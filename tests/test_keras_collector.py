@@ -37,8 +37,14 @@ def _fit(collector, epochs=3, lr=1e-4, **fit_kwargs):
 
 
 def test_step_schedule():
-  col = tfa.keras.SampleCollector(burnin=5, thinning=3)
+  x, y = _problem(seed=3)
+  col = tfa.keras.SampleCollector(burnin=5, thinning=3,
+                                  validation_data=(x, y))
   _fit(col)  # 18 steps: samples at 8, 11, 14, 17.
+  history = col.model.history.history
+  # Epoch 1 ends at step 6, before the first sample: logged for epochs 2, 3.
+  assert len(history['val_ensemble_log_likelihood']) == 2
+  assert 0. <= history['val_ensemble_accuracy'][-1] <= 1.
   assert [m.step for m in col.ensemble.members] == [8, 11, 14, 17]
   w = col.ensemble.members[0].weights
   assert all(np.all(np.isfinite(a)) for a in w.values())

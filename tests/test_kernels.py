@@ -202,6 +202,19 @@ def test_sample_driver_chunks_equal_one_chain_length():
   assert out.shape == (30, 3, 2) and trace.shape == (30, 3)
 
 
+def test_sample_reuses_its_compiled_chunks_across_calls():
+  from tfp_adaptive.mcmc import driver  # pylint: disable=g-import-not-at-top
+  kernel = tfa.mcmc.SGLD(_lp, 0.01)
+  first, _, _ = tfa.mcmc.sample(kernel, tf.zeros([4]), 10, seed=(1, 1),
+                                progress=False)
+  (run,) = driver._RUNNERS[kernel].values()  # pylint: disable=protected-access
+  traces = run.experimental_get_tracing_count()
+  again, _, _ = tfa.mcmc.sample(kernel, tf.zeros([4]), 10, seed=(1, 1),
+                                progress=False)
+  assert run.experimental_get_tracing_count() == traces
+  np.testing.assert_array_equal(first.numpy(), again.numpy())
+
+
 def test_minibatch_log_prob_scales_and_uses_seed():
   x = tf.constant(np.linspace(-1, 1, 50), tf.float32)
   ll = lambda parts, batch: -0.5 * (batch[None, :] - parts[0][:, None]) ** 2

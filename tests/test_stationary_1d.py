@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tfp_adaptive as tfa
+from tfp_adaptive import diagnostics
 from tests import stationary
 from tests.conftest import stat_scale
 
@@ -25,18 +26,25 @@ def _p(t):
   return np.exp(-0.5 * t * t)
 
 
-def _rms_predictions(alpha):
-  """RMSprop/Shampoo metric 1/sqrt(BIAS + θ²): p·M^-1, p·M^-α, p."""
-  return {'none': lambda t: _p(t) * np.sqrt(BIAS + t * t),
-          'original': lambda t: _p(t) * (BIAS + t * t) ** (alpha / 2.),
-          'corrected': _p}
+def _predictions(metric):
+  return lambda alpha: {m: diagnostics.predicted_density(m, metric, alpha)
+                        for m in ('none', 'original', 'corrected')}
 
 
-def _monge_predictions(alpha):
-  """Monge, α² = 1: M = 1/(1 + θ²)."""
-  return {'none': lambda t: _p(t) * (1. + t * t),
-          'original': lambda t: _p(t) * (1. + t * t) ** alpha,
-          'corrected': _p}
+_rms_predictions = _predictions(diagnostics.rmsprop_metric(BIAS))
+_monge_predictions = _predictions(diagnostics.monge_metric(1.))
+
+
+def test_predicted_densities_are_math_md_formulas():
+  """p·M⁻¹, p·M^-α, p with M = 1/sqrt(λ+θ²) (RMSprop) and 1/(1+θ²) (Monge)."""
+  t = np.linspace(-3, 3, 13)
+  rms, monge = _rms_predictions(0.7), _monge_predictions(0.7)
+  np.testing.assert_allclose(rms['none'](t), _p(t) * np.sqrt(BIAS + t * t))
+  np.testing.assert_allclose(rms['original'](t),
+                             _p(t) * (BIAS + t * t) ** 0.35)
+  np.testing.assert_allclose(monge['none'](t), _p(t) * (1. + t * t))
+  np.testing.assert_allclose(monge['original'](t), _p(t) * (1. + t * t) ** 0.7)
+  np.testing.assert_allclose(rms['corrected'](t), _p(t))
 
 
 SAMPLERS = {
@@ -54,7 +62,7 @@ def _check(kernel, predictions, mode, seed):
   n_chains = int(10000 * stat_scale()) // GROUPS * GROUPS
   init = stationary.draw(predictions[mode], n_chains, seed=seed)
   freqs = stationary.group_histograms(kernel, init, 3000, GROUPS, seed)
-  probs = {m: stationary.binned(f)[0] for m, f in predictions.items()}
+  probs = {m: stationary.binned(f) for m, f in predictions.items()}
   tv, noise = stationary.tv_with_noise(freqs, probs[mode])
   bound = 3. * noise + ALLOW
   assert tv < bound, (mode, tv, bound)

@@ -70,6 +70,9 @@ class Shampoo(preconditioners.Preconditioner):
     """Cached (root, sqrt_root, eigvecs, divdiff) of ``factor + εI``."""
     eps = tf.constant(self.epsilon, tf.float64)
     h = tf.cast(tf.stop_gradient(factor), tf.float64)
+    # A non-finite statistic (the step will be rejected by the nonfinite
+    # policy) must not reach eigh, which raises outside XLA.
+    h = tf.where(tf.math.is_finite(h), h, tf.zeros_like(h))
     dtype = factor.dtype
     if not dense:
       lam = tf.maximum(h + eps, eps)

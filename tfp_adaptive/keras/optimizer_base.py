@@ -11,6 +11,16 @@ TFP does. The noise is off while ``iterations <= burnin`` (TFP's rule). The
 step's random numbers are a stateless function of ``seed`` and the iteration
 counter, so a run restored from a checkpoint continues the same stream and
 every replica of a `tf.distribute` strategy draws identical noise.
+
+Distribution (`MirroredStrategy`, `MultiWorkerMirroredStrategy`): one chain,
+data-parallel. Gradients are all-reduced as in any Keras optimizer (the mean
+over the global batch); the metric update and the noise are then computed
+identically on every replica, so the copies of the weights never diverge,
+and a Γ-free run equals the single-device run on the same data and seed.
+With Γ, each replica differentiates the metric built from its own part of
+the batch and the Γ's are averaged (close to, not equal to, the
+single-device Γ). Multi-worker runs must pass the same explicit `seed` on
+every worker: the default seed is drawn per process.
 """
 
 import numpy as np
@@ -241,19 +251,22 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     new_parts, new_momentum = self._algorithm.update(
         parts, target_grads, new_pstate, momentum, full_gamma, learning_rate,
         temperature, noise_seed, 0, noise_scale)
-    checked = full_grads + new_parts + (full_gamma or [])
-    ok = tf.reduce_all([tf.reduce_all(tf.math.is_finite(x)) for x in checked])
+    # A NaN/Inf in the gradient, Γ or metric reaches the new weights, so
+    # checking those is enough; the step is committed or skipped as a whole.
+    ok = tf.reduce_all([tf.reduce_all(tf.math.is_finite(x)) for x in new_parts])
     if self.nonfinite == 'raise':
       with tf.control_dependencies([tf.debugging.Assert(ok, [
           'Non-finite gradient, Γ or weights in %s at iteration' % self.name,
           step, '; lower the learning rate or check the model.'])]):
         ok = tf.identity(ok)
-    keep = lambda new, old: tf.nest.map_structure(
-        lambda a, b: tf.where(ok, a, b), new, old)
-    new_state = keep((new_pstate, new_momentum), (pstate, momentum))
-    for i in index:
-      variables[i].assign(keep(new_parts[i], parts[i]))
-    for v, leaf, is_bool in zip(state_variables, tf.nest.flatten(new_state),
-                                self._state_is_bool):
-      v.assign(tf.cast(leaf, tf.int32) if is_bool else leaf)
-    num_nonfinite.assign_add(tf.cast(tf.logical_not(ok), tf.int64))
+    new_state = tf.nest.flatten((new_pstate, new_momentum))
+
+    def commit():
+      for i in index:
+        variables[i].assign(new_parts[i])
+      for v, leaf, is_bool in zip(state_variables, new_state,
+                                  self._state_is_bool):
+        v.assign(tf.cast(leaf, tf.int32) if is_bool else leaf)
+      return tf.constant(0, tf.int64)
+    skipped = tf.cond(ok, commit, lambda: tf.constant(1, tf.int64))
+    num_nonfinite.assign_add(skipped)

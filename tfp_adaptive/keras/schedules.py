@@ -70,5 +70,7 @@ class TemperatureRamp(keras.callbacks.Callback):
 
   def on_train_batch_begin(self, batch, logs=None):
     opt = self.model.optimizer
+    if not opt.built:
+      opt.build(self.model.trainable_variables)
     t = min(float(opt.iterations.numpy()) / self.steps, 1.)
     opt.temperature_variable.assign(self.start + t * (self.end - self.start))

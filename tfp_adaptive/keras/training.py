@@ -63,6 +63,8 @@ def _gamma_train_step(self, data):
     # metric must see the local minibatch's own gradient.
     return loss * replicas
 
+  if not self.trainable_variables:  # A subclassed model's first call builds it.
+    self(x, training=True)
   variables = self.trainable_variables
   loss, grads, gamma = gradients_and_gamma(self.optimizer, loss_fn, variables)
   batch = tf.shape(tf.nest.flatten(x)[0])[0]

@@ -98,16 +98,12 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
                        low=0)
   validation.check_int('chunk_size', chunk_size)
   seed = tfp.random.sanitize_seed(seed)
-  trace = trace_fn if trace_fn is not None else (lambda *_: ())
-
-  @tf.function(jit_compile=jit_compile, autograph=False)
-  def run(state, results, n, burn, chunk_seed):
-    return tfp.mcmc.sample_chain(
-        n, state, previous_kernel_results=results, kernel=kernel,
-        num_burnin_steps=burn,
-        num_steps_between_results=num_steps_between_results,
-        trace_fn=lambda s, r: (trace(s, r), r), seed=chunk_seed,
-        return_final_kernel_results=True)
+  key = ('sample', trace_fn, num_steps_between_results, jit_compile)
+  runners = _RUNNERS.setdefault(kernel, {})
+  if key not in runners:
+    runners[key] = _sample_runner(kernel, trace_fn, num_steps_between_results,
+                                  jit_compile)
+  run = runners[key]
 
   results = kernel.bootstrap_results(current_state)
   total = num_burnin_steps + num_results * (1 + num_steps_between_results)
@@ -132,6 +128,21 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
   samples = tf.nest.map_structure(concat, *samples)
   traces = tf.nest.map_structure(concat, *traces) if trace_fn else None
   return samples, traces, results
+
+
+def _sample_runner(kernel, trace_fn, num_steps_between_results, jit_compile):
+  """A compiled `sample_chain` chunk; cached per kernel so calls reuse traces."""
+  trace = trace_fn if trace_fn is not None else (lambda *_: ())
+
+  @tf.function(jit_compile=jit_compile, autograph=False)
+  def run(state, results, n, burn, chunk_seed):
+    return tfp.mcmc.sample_chain(
+        n, state, previous_kernel_results=results, kernel=kernel,
+        num_burnin_steps=burn,
+        num_steps_between_results=num_steps_between_results,
+        trace_fn=lambda s, r: (trace(s, r), r), seed=chunk_seed,
+        return_final_kernel_results=True)
+  return run
 
 
 def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
@@ -170,7 +181,7 @@ def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
   offsets = tf.constant(group * (nbins + 1), tf.int32)
 
   key = (lo, hi, nbins, num_groups, num_chains, jit_compile)
-  runners = _HISTOGRAM_RUNNERS.setdefault(kernel, {})
+  runners = _RUNNERS.setdefault(kernel, {})
   if key not in runners:
     runners[key] = _histogram_runner(kernel, lo, hi, nbins, num_groups,
                                      offsets, jit_compile)
@@ -199,7 +210,9 @@ def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
 
 
 # Compiled histogram loops, one per kernel and binning (traced once, reused).
-_HISTOGRAM_RUNNERS = weakref.WeakKeyDictionary()
+# Compiled loops per kernel (a kernel is immutable), so repeated calls on the
+# same kernel reuse their traces; entries die with the kernel.
+_RUNNERS = weakref.WeakKeyDictionary()
 
 
 def _histogram_runner(kernel, lo, hi, nbins, num_groups, offsets, jit_compile):
