@@ -105,14 +105,19 @@ class RMSprop(Preconditioner):
                              [tf.square(g) for g in grads]))
 
   def diagonal(self, state, power=1.):
-    """``diag(M)**power`` for each part."""
+    """``diag(M)**power`` for each part (power 1 or 1/2 avoid `pow`)."""
     out = []
     for v in state.second_moment:
       bias = tf.cast(self.diagonal_bias, v.dtype)
       if self.bias_outside_sqrt:
-        out.append((bias + tf.sqrt(v)) ** (-power))
+        d = tf.math.reciprocal(bias + tf.sqrt(v))
       else:
-        out.append((bias + v) ** (-0.5 * power))
+        d = tf.math.rsqrt(bias + v)
+      if power == 0.5:
+        d = tf.sqrt(d)
+      elif power != 1.:
+        d = d ** power
+      out.append(d)
     return out
 
   def apply(self, state, vectors, batch_ndims, differentiable=False):
