@@ -10,7 +10,7 @@ Paper: 10^7 steps at h = 1e-4 per sampler (Fig. 1), corrected pSGLD 8·10^8
 steps at h = 2.5e-6 (Fig. 2). Full mode runs them as many parallel chains
 (chains × steps = the paper's count); --quick runs 1/100 of that.
 
-    python benchmarks/rensmeyer_figures.py [--quick]
+    python -m benchmarks.rensmeyer_figures [--quick]
 """
 
 import os
@@ -96,7 +96,7 @@ def main():
       'steps)' % (h, chains, steps),
       ['sampler', 'TV to predicted π', 'TV to N(0,1)', 'MC noise (TV)',
        'chain-steps/s (incl. compile)'], rows,
-      'Command: `python benchmarks/rensmeyer_figures.py%s`' %
+      'Command: `python -m benchmarks.rensmeyer_figures%s`' %
       (' --quick' if args.quick else ''))
   _plot(hists, os.path.join(out, 'fig1_stationary.png'))
 

@@ -8,7 +8,7 @@
    and the share of the injected noise (gamma='none' step vs the same step at
    temperature→0 is not cheaper, so we time the noise draw alone).
 
-    python benchmarks/speed.py [--quick]
+    python -m benchmarks.speed [--quick]
 """
 
 import os
@@ -128,7 +128,7 @@ def main():
   common.write_table(os.path.join(out, 'speed.md'),
                      'Speed (%s)' % ('quick' if args.quick else 'full'),
                      ['what', 'measured', 'ratio'], rows,
-                     'Command: `python benchmarks/speed.py%s`' %
+                     'Command: `python -m benchmarks.speed%s`' %
                      (' --quick' if args.quick else ''))
 
 
