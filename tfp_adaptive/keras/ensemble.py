@@ -208,12 +208,7 @@ def classification_metrics(probs, labels, num_bins=15):
 
 
 def _write_json(path, obj):
-  tmp = path + '.tmp'
-  with open(tmp, 'w') as f:
-    json.dump(obj, f)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
+  sample_files.atomic_write(path, lambda f: json.dump(obj, f), binary=False)
 
 
 def _read_json(path):

@@ -15,7 +15,7 @@ import zipfile
 
 import numpy as np
 
-__all__ = ['SampleFileError', 'list_samples', 'read_arrays', 'read_sample',
+__all__ = ['SampleFileError', 'atomic_write', 'list_samples', 'read_arrays', 'read_sample',
            'sample_path', 'write_arrays', 'write_sample']
 
 _SAMPLE_RE = re.compile(r'^sample_(\d{10})\.npz$')
@@ -37,16 +37,14 @@ def _fsync_dir(directory):
     os.close(fd)
 
 
-def write_arrays(path, arrays, metadata):
-  """Atomically writes a list of arrays and a JSON-able dict to `path`."""
+def atomic_write(path, write, binary=True):
+  """Calls ``write(file)`` on a temporary file, then renames it to `path`."""
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
-  payload = {'a%d' % i: np.asarray(a) for i, a in enumerate(arrays)}
-  payload[_META] = np.array(json.dumps(metadata))
-  fd, tmp = tempfile.mkstemp(prefix='.tmp-', suffix='.npz', dir=directory)
+  fd, tmp = tempfile.mkstemp(prefix='.tmp-', dir=directory)
   try:
-    with os.fdopen(fd, 'wb') as f:
-      np.savez(f, **payload)
+    with os.fdopen(fd, 'wb' if binary else 'w') as f:
+      write(f)
       f.flush()
       os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -55,6 +53,13 @@ def write_arrays(path, arrays, metadata):
       os.remove(tmp)
     raise
   _fsync_dir(directory)
+
+
+def write_arrays(path, arrays, metadata):
+  """Atomically writes a list of arrays and a JSON-able dict to `path`."""
+  payload = {'a%d' % i: np.asarray(a) for i, a in enumerate(arrays)}
+  payload[_META] = np.array(json.dumps(metadata))
+  atomic_write(path, lambda f: np.savez(f, **payload))
 
 
 def read_arrays(path):

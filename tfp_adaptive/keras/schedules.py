@@ -12,6 +12,7 @@ import math
 import tensorflow as tf
 import keras
 
+from tfp_adaptive import schedules as core_schedules
 from tfp_adaptive import validation
 
 __all__ = ['Cyclical', 'PolynomialDecay', 'TemperatureRamp']
@@ -20,20 +21,15 @@ _register = keras.saving.register_keras_serializable(package='tfp_adaptive')
 
 
 @_register
-class PolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
-  """``h_t = scale (offset + t)^(-power)``; e.g. ``PolynomialDecay(0.1, 1, 0.55)``."""
+class PolynomialDecay(core_schedules.PolynomialDecay,
+                      keras.optimizers.schedules.LearningRateSchedule):
+  """`tfp_adaptive.schedules.PolynomialDecay` as a Keras schedule (float32).
 
-  def __init__(self, scale, offset=1., power=0.55):
-    self.scale = validation.check_number('scale', scale, low=0., low_open=True)
-    self.offset = validation.check_number('offset', offset, low=0.)
-    self.power = validation.check_number('power', power, low=0., high=1.)
+  ``h_t = scale (offset + t)^(-power)``; e.g. ``PolynomialDecay(0.1, 1, 0.55)``.
+  """
 
   def __call__(self, step):
-    t = tf.cast(step, tf.float32)
-    return self.scale * (self.offset + t) ** (-self.power)
-
-  def get_config(self):
-    return {'scale': self.scale, 'offset': self.offset, 'power': self.power}
+    return tf.cast(super().__call__(step), tf.float32)
 
 
 @_register
