@@ -227,6 +227,7 @@ class SampleCollector(keras.callbacks.Callback):
     """
     if not self.directory:
       raise ValueError('`restore` needs a `directory`.')
+    sample_files.remove_partial_writes(self.directory)
     path = os.path.join(self.directory, _CHECKPOINT)
     if not os.path.exists(path):
       return 0

@@ -15,8 +15,9 @@ import zipfile
 
 import numpy as np
 
-__all__ = ['SampleFileError', 'atomic_write', 'list_samples', 'read_arrays', 'read_sample',
-           'sample_path', 'write_arrays', 'write_sample']
+__all__ = ['SampleFileError', 'atomic_write', 'list_samples', 'read_arrays',
+           'read_sample', 'remove_partial_writes', 'sample_path',
+           'write_arrays', 'write_sample']
 
 _SAMPLE_RE = re.compile(r'^sample_(\d{10})\.npz$')
 _META = '__metadata__'
@@ -96,6 +97,16 @@ def read_sample(path):
   """``({variable path: array}, metadata)`` of one sample file."""
   arrays, meta = read_arrays(path)
   return dict(zip(meta['names'], arrays)), meta
+
+
+def remove_partial_writes(directory):
+  """Deletes temporary files a crash left behind mid-write; returns their count."""
+  if not os.path.isdir(directory):
+    return 0
+  stale = [n for n in os.listdir(directory) if n.startswith('.tmp-')]
+  for name in stale:
+    os.remove(os.path.join(directory, name))
+  return len(stale)
 
 
 def list_samples(directory):
