@@ -63,16 +63,15 @@ def build(make_opt, hidden, steps):
   return model
 
 
-def main():
-  args = common.parser(__doc__.splitlines()[0]).parse_args()
-  out = common.out_dir(args.out)
-  hidden, steps, rounds = (50, 10, 1) if args.quick else (400, 50, 5)
+def measure(quick):
+  """Best time per step of every configuration; returns ``(best, hidden)``."""
+  hidden, steps, rounds = (50, 10, 1) if quick else (400, 50, 5)
   rng = np.random.default_rng(0)
   x = rng.random((100, 784), np.float32)
   y = rng.integers(0, 10, 100)
   data = tf.data.Dataset.from_tensors((x, y)).repeat()
   configs = configurations(60000)
-  if args.quick:  # CI: checks that it runs; the full run measures everything.
+  if quick:  # CI: checks that it runs; the full run measures everything.
     configs = {k: configs[k] for k in ('SGD', 'SGD + noise', 'PSGLD (none)',
                                        'PSGLD (corrected)')}
   models = {name: build(make, hidden, steps) for name, make in configs.items()}
@@ -84,25 +83,41 @@ def main():
       start = time.perf_counter()
       model.fit(data, steps_per_epoch=4 * steps, epochs=1, verbose=0)
       best[name] = min(best[name], (time.perf_counter() - start) / (4 * steps))
+  return best, hidden
+
+
+def table_rows(best):
+  """``[name, time/step, × SGD, × SGD+noise, other ratio]`` per configuration."""
   sgd, noisy = best['SGD'], best['SGD + noise']
   rows = []
   for name, t in best.items():
     extra = ''
     if name == 'PSGLD (corrected)' and 'PSGLD (none)' in best:
-      extra = '%.2f× PSGLD (none)' % (t / best['PSGLD (none)'])
+      extra = 'Γ: %.2f× PSGLD (none)' % (t / best['PSGLD (none)'])
     elif name == 'MongeSGRLD (corrected)' and 'MongeSGRLD (none)' in best:
-      extra = '%.2f× Monge (none)' % (t / best['MongeSGRLD (none)'])
+      extra = 'Γ: %.2f× Monge (none)' % (t / best['MongeSGRLD (none)'])
     elif name.startswith('Shampoo'):
       extra = '%.2f× PSGLD (none)' % (t / best['PSGLD (none)'])
     rows.append([name, '%.3f ms' % (1e3 * t), '%.2f' % (t / sgd),
                  '%.2f' % (t / noisy), extra])
+  return rows
+
+
+NOTE = ('Shampoo refreshes its roots every 10 steps and keeps the 784-wide '
+        'input mode diagonal (max_dim=128).')
+
+
+def main():
+  args = common.parser(__doc__.splitlines()[0]).parse_args()
+  out = common.out_dir(args.out)
+  best, hidden = measure(args.quick)
   common.write_table(
       os.path.join(out, 'keras_speed.md'),
       'Keras step time, MLP 784-%d-%d-10, batch 100, XLA (%s)'
       % (hidden, hidden, 'quick' if args.quick else 'full'),
-      ['optimizer', 'time/step', '× SGD', '× SGD+noise', 'other ratio'], rows,
-      'Command: `python -m benchmarks.keras_speed%s`. Shampoo refreshes its '
-      'roots every 10 steps and keeps the 784-wide input mode diagonal (max_dim=128).' % (' --quick' if args.quick else ''))
+      ['optimizer', 'time/step', '× SGD', '× SGD+noise', 'other ratio'],
+      table_rows(best), 'Command: `python -m benchmarks.keras_speed%s`. %s'
+      % (' --quick' if args.quick else '', NOTE))
 
 
 if __name__ == '__main__':

@@ -1,4 +1,4 @@
-"""Speed, measured side by side in one run (ratios are the headline).
+"""Speed summary, measured side by side in one run (ratios are the headline).
 
 1. 1-D pSGLD ('original' Γ): TFP's `StochasticGradientLangevinDynamics` in
    graph mode, one `session.run` per step (as the paper's authors ran it),
@@ -7,6 +7,11 @@
    compiled PSGLD step with gamma='corrected' (Hutchinson) over gamma='none',
    and the share of the injected noise (gamma='none' step vs the same step at
    temperature→0 is not cheaper, so we time the noise draw alone).
+3. Keras: every sampler optimizer's `fit` step over Keras SGD (and over SGD
+   plus one Gaussian draw per parameter) on the same MLP, and the Γ overhead
+   in `fit` (`benchmarks.keras_speed`).
+
+Writes one table, ``speed.md``, with the machine's core count.
 
     python -m benchmarks.speed [--quick]
 """
@@ -20,6 +25,7 @@ import tensorflow_probability as tfp
 
 import tfp_adaptive as tfa
 from benchmarks import common
+from benchmarks import keras_speed
 
 
 def tfp_steps_per_second(num_steps):
@@ -111,25 +117,32 @@ def main():
   tfp_rate = tfp_steps_per_second(200 if args.quick else 3000)
   chains, steps = (1000, 200) if args.quick else (10000, 10000)
   ours_rate = ours_chain_steps_per_second(chains, steps)
-  mlp = mlp_step_times(5 if args.quick else 50,
-                       hidden=50 if args.quick else 400)
+  hid = 50 if args.quick else 400
+  mlp = mlp_step_times(5 if args.quick else 50, hidden=hid)
   rows = [
       ['1-D pSGLD, TFP optimizer (graph, 1 session.run/step)',
        '%.3g steps/s' % tfp_rate, '1'],
       ['1-D pSGLD, ours (%d chains, XLA loop)' % chains,
        '%.3g chain-steps/s' % ours_rate, '%.0f' % (ours_rate / tfp_rate)],
-      ['MLP step, gamma=none', '%.2f ms' % (1e3 * mlp['none']), '1'],
-      ['MLP step, gamma=corrected (Hutchinson)',
+      ['Kernel step, MLP 784-%d-%d-10, gamma=none' % (hid, hid),
+       '%.2f ms' % (1e3 * mlp['none']), '1'],
+      ['Kernel step, gamma=corrected (Hutchinson)',
        '%.2f ms' % (1e3 * mlp['corrected']),
        '%.2f' % (mlp['corrected'] / mlp['none'])],
-      ['MLP noise draw alone', '%.2f ms' % (1e3 * mlp['noise']),
+      ['Kernel step, noise draw alone', '%.2f ms' % (1e3 * mlp['noise']),
        '%.2f' % (mlp['noise'] / mlp['none'])],
   ]
+  best, hidden = keras_speed.measure(args.quick)
+  for name, t, x_sgd, x_noisy, extra in keras_speed.table_rows(best):
+    rows.append(['Keras fit step, %s (MLP 784-%d-%d-10)' % (name, hidden,
+                                                           hidden),
+                 t, '%s× SGD, %s× SGD+noise%s' % (
+                     x_sgd, x_noisy, '; ' + extra if extra else '')])
   common.write_table(os.path.join(out, 'speed.md'),
-                     'Speed (%s)' % ('quick' if args.quick else 'full'),
+                     'Speed summary (%s)' % ('quick' if args.quick else 'full'),
                      ['what', 'measured', 'ratio'], rows,
-                     'Command: `python -m benchmarks.speed%s`' %
-                     (' --quick' if args.quick else ''))
+                     'Command: `python -m benchmarks.speed%s`. %s' %
+                     (' --quick' if args.quick else '', keras_speed.NOTE))
 
 
 if __name__ == '__main__':

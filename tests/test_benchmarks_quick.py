@@ -11,12 +11,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.mark.slow
 @pytest.mark.parametrize('module, outputs', [
-    ('benchmarks.rensmeyer_figures', ['fig1_table.md', 'fig1_stationary.png']),
+    ('benchmarks.rensmeyer_figures',
+     ['%s_%s' % (f, k) for f in ('fig1', 'fig2', 'fig3', 'mixture')
+      for k in ('table.md', 'stationary.png')]),
+    ('benchmarks.tfp_side_by_side', ['tfp_side_by_side.md',
+                                     'tfp_side_by_side.png']),
     ('benchmarks.speed', ['speed.md']),
     ('benchmarks.keras_speed', ['keras_speed.md']),
-    ('benchmarks.gamma_cost', ['gamma_cost.md', 'gamma_cost.png']),
+    ('benchmarks.gamma_cost', ['gamma_cost.md', 'gamma_cost.png',
+                               'gamma_cost_tfp.md', 'gamma_cost_tfp.png']),
     ('benchmarks.yu_funnel', ['funnel.md', 'funnel.png']),
     ('benchmarks.yu_tables', ['yu_tables.md', 'yu_tables.png']),
+    ('benchmarks.lecture_regression', ['lecture_regression.md',
+                                       'lecture_batch.png', 'lecture_tau.png']),
 ])
 def test_benchmark_quick_mode_writes_outputs(module, outputs, tmp_path):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')

@@ -15,9 +15,9 @@ import numpy as np
 
 from tfp_adaptive import validation
 
-__all__ = ['GRID', 'bin_probabilities', 'density_cdf', 'monge_metric',
-           'predicted_density', 'rmsprop_metric', 'standard_normal',
-           'total_variation']
+__all__ = ['GRID', 'adam_sgld_density', 'bin_probabilities', 'density_cdf',
+           'monge_metric', 'predicted_density', 'rmsprop_metric',
+           'standard_normal', 'total_variation']
 
 GRID = np.linspace(-7., 7., 140001)
 
@@ -50,6 +50,21 @@ def predicted_density(mode, metric, decay, target=standard_normal):
     return target
   power = 1. if mode == 'none' else decay
   return lambda t: target(t) * metric(t) ** (-power)
+
+
+def adam_sgld_density(drift_scale, metric, grad, target=standard_normal,
+                      grid=GRID):
+  """Stationary density of 1-D Adam-SGLD, Rensmeyer & Niggemann eq. (35).
+
+  ``π(θ) ∝ p(θ) exp(∫^θ a G(x) (log p)'(x) dx)`` with ``G`` the RMSprop
+  `metric` and ``a`` the `drift_scale`; the integral is a trapezoid rule on
+  `grid`, so any 1-D target works (``grad`` is ``(log p)'``).
+  """
+  f = drift_scale * metric(grid) * grad(grid)
+  log_w = np.concatenate([[0.], np.cumsum(0.5 * (f[1:] + f[:-1]) *
+                                          np.diff(grid))])
+  log_w -= log_w.max()
+  return lambda t: target(t) * np.exp(np.interp(t, grid, log_w))
 
 
 def density_cdf(density, grid=GRID):
