@@ -73,10 +73,11 @@ def w1_to_normal(v):
 def main():
   args = common.parser(__doc__.splitlines()[0]).parse_args()
   out = common.out_dir(args.out)
-  chains, steps = (20, 2000) if args.quick else (100, 20000)
+  chains, steps = (20, 500) if args.quick else (100, 20000)
   init = tf.zeros([chains, 2])
   rows, scatter = [], {}
-  for name, kernel in samplers():
+  cases = samplers()
+  for name, kernel in cases[:3] if args.quick else cases:  # quick: CI smoke.
     samples, _, results = tfa.mcmc.sample(
         kernel, init, steps, num_burnin_steps=steps // 10, seed=(4, 2),
         chunk_size=steps // 4, progress=True)
@@ -105,7 +106,8 @@ def _plot(scatter, path):
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   fig, axes = plt.subplots(1, len(scatter), figsize=(2.6 * len(scatter), 3),
-                           sharey=True)
+                           sharey=True, squeeze=False)
+  axes = axes[0]
   rng = np.random.default_rng(1)
   v = rng.normal(0., SIGMA, 1000)
   x = rng.normal(0., np.sqrt(np.log1p(np.exp(v))))
@@ -117,6 +119,7 @@ def _plot(scatter, path):
   axes[0].set_ylabel('v')
   fig.tight_layout()
   fig.savefig(path, dpi=110)
+  plt.close(fig)
 
 
 if __name__ == '__main__':

@@ -104,7 +104,10 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
     value, grads = value_and_gradient(fn, parts)
     return value, grads, preconditioner.update(state, grads, step, batch_ndims), None
   if estimator == 'hutchinson':
-    z = noise_lib.rademacher(parts, seed)
+    if tensors.event_size(parts, batch_ndims) == 1:
+      z = [tf.ones_like(p) for p in parts]  # 1-D: the probe's sign cancels.
+    else:
+      z = noise_lib.rademacher(parts, seed)
     value, grads, new_state, gamma = _metric_jvp(
         fn, parts, preconditioner, state, step, batch_ndims, z)
   else:

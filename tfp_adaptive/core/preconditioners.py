@@ -208,12 +208,17 @@ class Monge(Preconditioner):
   def update(self, state, grads, step, batch_ndims):
     decay = tf.cast(self.decay, grads[0].dtype)
     mean_grad = _ema(decay, state.mean_grad, grads)
-    probe = MongeState(mean_grad, tf.zeros_like(state.fallback))
-    pg = self.apply(probe, tf.nest.map_structure(tf.stop_gradient, grads),
-                    batch_ndims)
-    pg = tf.nest.map_structure(tf.stop_gradient, pg)
-    norm = tf.sqrt(tensors.event_dot(pg, pg, batch_ndims))
-    fallback = ~(norm <= tf.cast(self.fallback_threshold, norm.dtype))
+    # ‖M ĝ‖² = ‖ĝ‖² + (2c + c² ‖ℓ‖²)(ℓ·ĝ)² with c = -α²/(1 + α²‖ℓ‖²): three
+    # inner products, M ĝ itself is never materialised here.
+    ell = tf.nest.map_structure(tf.stop_gradient, mean_grad)
+    g = tf.nest.map_structure(tf.stop_gradient, grads)
+    a2 = tf.cast(self.alpha2, g[0].dtype)
+    sq = tensors.event_dot(ell, ell, batch_ndims)
+    lg = tensors.event_dot(ell, g, batch_ndims)
+    c = -a2 / (1. + a2 * sq)
+    norm2 = tensors.event_dot(g, g, batch_ndims) + (2. * c + c * c * sq) * lg * lg
+    threshold = tf.cast(self.fallback_threshold, norm2.dtype)
+    fallback = ~(norm2 <= threshold * threshold)
     return MongeState(mean_grad, fallback)
 
   def _rank_one(self, state, vectors, batch_ndims, coef_fn):
