@@ -80,20 +80,30 @@ class BayesianEnsemble(object):
     for v in self.model.weights:
       v.assign(weights[_match(v.path, weights)])
 
-  def _member_outputs(self, x, batch_size):
-    """Yields each member's output on `x` (probabilities or mean), as NumPy."""
+  def iterate_members(self):
+    """Yields ``self.model`` with each member's weights loaded in turn.
+
+    The model's own weights are restored afterwards (also on early exit), so
+    any per-member computation (e.g. a curvature diagnostic) can use the
+    model directly: ``for model in ensemble.iterate_members(): ...``.
+    """
     original = [v.numpy() for v in self.model.weights]
     try:
       for member in self.members:
         self._set(_member_weights(member))
-        out = self.model.predict(x, batch_size=batch_size, verbose=0)
-        out = np.asarray(out, np.float64)
-        if self.task == 'classification' and self.from_logits:
-          out = tf.nn.softmax(out, axis=-1).numpy()
-        yield out
+        yield self.model
     finally:
       for v, value in zip(self.model.weights, original):
         v.assign(value)
+
+  def _member_outputs(self, x, batch_size):
+    """Yields each member's output on `x` (probabilities or mean), as NumPy."""
+    for model in self.iterate_members():
+      out = np.asarray(model.predict(x, batch_size=batch_size, verbose=0),
+                       np.float64)
+      if self.task == 'classification' and self.from_logits:
+        out = tf.nn.softmax(out, axis=-1).numpy()
+      yield out
 
   def predict_members(self, x, batch_size=None):
     """Array ``[S, n, ...]`` of every member's probabilities (or means)."""
