@@ -134,6 +134,8 @@ def test_ensemble_metrics_match_a_direct_computation():
   # The training model's own weights are untouched by predictions.
   before = [w.copy() for w in model.get_weights()]
   ens.predict(x)
+  for member, ref in zip(ens.iterate_members(), members):
+    np.testing.assert_allclose(member.predict(x, verbose=0), ref, rtol=1e-6)
   for a, b in zip(before, model.get_weights()):
     np.testing.assert_array_equal(a, b)
 

@@ -61,13 +61,18 @@ def _model(seed=0):
                            keras.layers.Dense(1)])
 
 
-def _fit(opt_cls, mode, epochs=2, **kwargs):
-  x, y = _data()
+def _compiled(opt_cls, mode, **kwargs):
   model = _model()
   opt = opt_cls(1e-4, data_size=64, seed=3, **kwargs)
   model.compile(opt, 'mse', run_eagerly=mode == 'eager',
                 jit_compile=mode == 'xla')
   tfa.keras.enable_gamma(model)
+  return model, opt
+
+
+def _fit(opt_cls, mode, epochs=2, **kwargs):
+  x, y = _data()
+  model, opt = _compiled(opt_cls, mode, **kwargs)
   model.fit(x, y, batch_size=16, epochs=epochs, shuffle=False, verbose=0)
   return model, opt
 
@@ -86,13 +91,8 @@ def test_runs_and_is_deterministic(opt_cls, mode):
   The second fit reuses the model's compiled train function (the state is
   reset by assignment), so the test pays for one compilation, not two.
   """
-  extra = _EXTRA.get(opt_cls.__name__, {})
   x, y = _data()
-  model = _model()
-  opt = opt_cls(1e-4, data_size=64, seed=3, **extra)
-  model.compile(opt, 'mse', run_eagerly=mode == 'eager',
-                jit_compile=mode == 'xla')
-  tfa.keras.enable_gamma(model)
+  model, opt = _compiled(opt_cls, mode, **_EXTRA.get(opt_cls.__name__, {}))
   opt.build(model.trainable_variables)
   w0 = model.get_weights()
   s0 = [v.numpy() for v in opt.variables]

@@ -47,6 +47,16 @@ def test_predicted_densities_are_math_md_formulas():
   np.testing.assert_allclose(rms['corrected'](t), _p(t))
 
 
+def test_adam_density_by_quadrature_is_eq_39():
+  """The general eq. (35) quadrature reproduces the closed form for N(0,1)."""
+  t = np.linspace(-3, 3, 13)
+  density = diagnostics.adam_sgld_density(
+      1., diagnostics.rmsprop_metric(0.1, True), lambda x: -x)
+  closed = _p(t) * np.exp(-np.abs(t)) * (np.abs(t) + 0.1) ** 0.1
+  np.testing.assert_allclose(density(t) / density(0.), closed / closed[6],
+                             rtol=1e-5)
+
+
 SAMPLERS = {
     'psgld': (lambda g, a: tfa.mcmc.PSGLD(lambda x: -0.5 * x ** 2, H, a, BIAS,
                                           gamma=g), _rms_predictions),
