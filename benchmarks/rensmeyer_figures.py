@@ -7,16 +7,17 @@ from draws of the target. Each figure writes ``<fig>_stationary.png`` and
 predicted π (MATH.md) and to the target, with the Monte Carlo error from 10
 chain groups. α = 0.9 and stability λ = 0.1 throughout, as in the paper.
 
-* ``fig1``: the paper's Fig. 1 samplers at h = 1e-4, 10^7 steps each (10
-  chains × 10^6, each chain covering diffusion time h·n/2 = 50), plus the
-  corrected pSGLD, Monge and Shampoo.
+* ``fig1``: the paper's Fig. 1 samplers at h = 1e-4, 10^8 steps each (100
+  chains × 10^6, each chain covering diffusion time h·n/2 = 50; 10× the
+  paper's 10^7 so that the Monte Carlo noise, TV ≈ 0.01, is below the
+  effects), plus the corrected pSGLD, Monge and Shampoo.
 * ``fig2``: corrected pSGLD (Alg. 1) at h = 2.5e-6, 8·10^8 steps
   (100 chains × 8·10^6, time 10 each).
 * ``fig3``: App. B, schedule ``h_n = 0.1/n^0.55``, original vs corrected
   pSGLD, 4·10^8 steps (100 chains × 4·10^6; the paper ran one chain, so its
   last steps were smaller: ours end at h ≈ 2.3e-5).
 * ``mixture``: beyond the paper, every sampler × Γ mode on the two-component
-  mixture ``0.35 N(-1.5, 0.6²) + 0.65 N(1.2, 0.9²)`` at h = 2.5e-4 (50
+  mixture ``0.35 N(-1.5, 0.6²) + 0.65 N(1.2, 0.9²)`` at h = 2.5e-4 (200
   chains × 8·10^5 steps, time 100 each), each against its predicted density (Adam-SGLD: eq. 35 by quadrature). Wenzel's layer-wise
   metric is the identity in 1-D and is left out.
 
@@ -156,7 +157,7 @@ def settings(figure, quick):
   normal = lambda n: np.random.RandomState(0).randn(n)
   schedule = tfa.schedules.PolynomialDecay(0.1, 1., 0.55)
   if figure == 'fig1':
-    chains, steps, h = (100, 2000, 1e-3) if quick else (10, 1000000, 1e-4)
+    chains, steps, h = (100, 2000, 1e-3) if quick else (100, 1000000, 1e-4)
     cases = fig1_cases()
     return cases[:3] if quick else cases, _p, normal, chains, steps, h
   if figure == 'fig2':
@@ -165,7 +166,7 @@ def settings(figure, quick):
   if figure == 'fig3':
     chains, steps = (20, 2000) if quick else (100, 4000000)
     return fig3_cases(), _p, normal, chains, steps, schedule
-  chains, steps, h = (20, 1000, 1e-3) if quick else (50, 800000, 2.5e-4)
+  chains, steps, h = (20, 1000, 1e-3) if quick else (200, 800000, 2.5e-4)
   cases = mixture_cases()
   return (cases[:2] if quick else cases, mixture_density,
           lambda n: mixture_draws(n, 0), chains, steps, h)

@@ -65,35 +65,36 @@ def configurations(quick=False):
   return out
 
 
-def normalized_curvature(model, x, y, iterations=10, seed=0):
-  """Mean of ``‖∇²ₓ ℓ‖₂ / (‖∇ₓ ℓ‖ + 1e-6)``, ``ℓ = log p(y | x)`` per point.
+def normalized_curvature_fn(model, iterations=10):
+  """``(x, y, seed) ->`` mean of ``‖∇²ₓ ℓ‖₂ / (‖∇ₓ ℓ‖ + 1e-6)``, ``ℓ = log p(y|x)``.
 
   Srinivas et al. (2022)'s normalised curvature, used by Yu et al. (2023,
   §4.3) as "average curvature"; the Hessian's spectral norm comes from
   `iterations` power-iteration steps with forward-over-reverse
-  Hessian-vector products (rows are independent, so one batched pass).
+  Hessian-vector products (rows are independent, so one batched pass). The
+  function is traced once and reads the model's current weights, so it can
+  be called for every member of `BayesianEnsemble.iterate_members()`.
   """
-  x = tf.constant(x, tf.float32)
-  y = tf.constant(y, tf.int32)
-
-  def grad(xx):
+  def grad(x, y):
     with tf.GradientTape() as tape:  # ∇ₓ log p(y|x), one row per point.
-      tape.watch(xx)
-      p = model(xx, training=False)
+      tape.watch(x)
+      p = model(x, training=False)
       ll = tf.reduce_sum(tf.math.log(tf.gather(p, y, batch_dims=1) + 1e-12))
-    return tape.gradient(ll, xx)
+    return tape.gradient(ll, x)
 
   @tf.function(autograph=False)
-  def run(x, v):
+  def run(x, y, seed):
+    v = tf.random.stateless_normal(tf.shape(x), seed)
+    v = v / tf.norm(v, axis=1, keepdims=True)
     for _ in range(iterations):
       with tf.autodiff.ForwardAccumulator(x, v) as acc:
-        g = grad(x)
+        g = grad(x, y)
       hv = acc.jvp(g)
       norm = tf.norm(hv, axis=1, keepdims=True)
       v = hv / (norm + 1e-30)
-    return tf.reduce_mean(norm[:, 0] / (tf.norm(grad(x), axis=1) + 1e-6))
-  v = tf.random.stateless_normal(tf.shape(x), (seed, 0))
-  return float(run(x, v / tf.norm(v, axis=1, keepdims=True)))
+    return tf.reduce_mean(norm[:, 0] / (tf.norm(grad(x, y), axis=1) + 1e-6))
+  return lambda x, y, seed=(0, 0): float(run(
+      tf.constant(x, tf.float32), tf.constant(y, tf.int32), tf.constant(seed)))
 
 
 def run_one(data, name, gamma, prior, hidden, epochs, burnin, thinning, seed):
@@ -118,8 +119,9 @@ def run_one(data, name, gamma, prior, hidden, epochs, burnin, thinning, seed):
   ensemble = collector.ensemble
   r = ensemble.evaluate(xt, yt)
   r['seconds_per_epoch'] = seconds
-  r['curvature'] = np.mean([normalized_curvature(m, xt[:200], yt[:200])
-                            for m in ensemble.iterate_members()])
+  curvature = normalized_curvature_fn(ensemble.model)
+  r['curvature'] = np.mean([curvature(xt[:200], yt[:200])
+                            for _ in ensemble.iterate_members()])
   return r
 
 
