@@ -115,7 +115,7 @@ def main():
   args = common.parser(__doc__.splitlines()[0]).parse_args()
   out = common.out_dir(args.out)
   tfp_rate = tfp_steps_per_second(200 if args.quick else 3000)
-  chains, steps = (1000, 200) if args.quick else (10000, 10000)
+  chains, steps = (1000, 200) if args.quick else (100000, 2000)
   ours_rate = ours_chain_steps_per_second(chains, steps)
   hid = 50 if args.quick else 400
   mlp = mlp_step_times(5 if args.quick else 50, hidden=hid)
