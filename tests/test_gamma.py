@@ -146,3 +146,38 @@ def test_tfp_optimizer_drops_gamma_with_resource_variables():
   drift, gam = _ours_original(lr, decay, bias)
   np.testing.assert_allclose(tfp_delta, 0.5 * lr * drift, rtol=1e-6)
   assert not np.allclose(tfp_delta, 0.5 * lr * (drift + gam), rtol=1e-3)
+
+
+def test_monge_fallback_uses_the_norm_of_the_preconditioned_gradient():
+  """``‖M ĝ‖`` from inner products equals the materialised norm; chains above
+  the threshold fall back to M = I (Yu et al. 2023, App. A.4)."""
+  rng = np.random.RandomState(0)
+  ell0 = rng.randn(4, 3, 2)
+  grads = rng.randn(4, 3, 2) * np.array([1., 5., 20., 80.])[:, None, None]
+  decay, alpha2 = 0.5, 0.3
+  ell = decay * ell0 + (1. - decay) * grads
+  flat_l, flat_g = ell.reshape(4, -1), grads.reshape(4, -1)
+  sq = (flat_l ** 2).sum(1)
+  coef = alpha2 / (1. + alpha2 * sq) * (flat_l * flat_g).sum(1)
+  mg = flat_g - coef[:, None] * flat_l
+  norms = np.linalg.norm(mg, axis=1)
+  threshold = float(np.median(norms))
+  monge = core.preconditioners.Monge(decay, alpha2, threshold)
+  state = core.preconditioners.MongeState([tf.constant(ell0)],
+                                          tf.zeros([4], tf.bool))
+  new = monge.update(state, [tf.constant(grads)], tf.constant(1), 1)
+  np.testing.assert_allclose(new.mean_grad[0].numpy(), ell)
+  np.testing.assert_array_equal(new.fallback.numpy(), norms > threshold)
+  assert 0 < new.fallback.numpy().sum() < 4
+  v = [tf.constant(rng.randn(4, 3, 2))]
+  out = monge.apply(new, v, 1)[0].numpy()
+  fell = norms > threshold
+  np.testing.assert_allclose(out[fell], v[0].numpy()[fell])
+
+
+def test_noise_algorithm_follows_xla_compilation():
+  """Threefry inside XLA-compiled graphs (faster there), Philox elsewhere."""
+  is_threefry = lambda: tf.constant(core.noise.algorithm() == 'threefry')
+  assert not bool(is_threefry())
+  assert not bool(tf.function(is_threefry)())
+  assert bool(tf.function(is_threefry, jit_compile=True)())
