@@ -21,9 +21,11 @@ the learning rates below were picked by a 10-epoch check on digits
 1e-4 as in `examples/keras_digits.py`). They are not tuned per prior.
 
     python -m benchmarks.yu_tables [--quick] [--dataset digits|mnist]
+        [--seeds N] [--metrics Identity RMSprop ...] [--priors gaussian ...]
 """
 
 import os
+import sys
 import time
 
 import numpy as np
@@ -136,6 +138,10 @@ def main():
   p = common.parser(__doc__.splitlines()[0])
   p.add_argument('--dataset', choices=['digits', 'mnist'], default='digits')
   p.add_argument('--seeds', type=int, default=3, help='seeds per cell (full)')
+  p.add_argument('--metrics', nargs='+', choices=sorted(LEARNING_RATES),
+                 help='only these samplers (default: all)')
+  p.add_argument('--priors', nargs='+', choices=['gaussian', 'horseshoe'],
+                 help='only these priors (default: both; quick: gaussian)')
   args = p.parse_args()
   out = common.out_dir(args.out)
   data = tuple(a.astype('float32') if a.dtype.kind == 'f' else a
@@ -147,9 +153,11 @@ def main():
     epochs, passes = (100, 1) if args.dataset == 'mnist' else (40, 10)
     burnin, thinning, seeds = 1000, 100, list(range(args.seeds))
   rows, results = [], {}
-  priors = ('gaussian',) if args.quick else ('gaussian', 'horseshoe')
+  priors = args.priors or (('gaussian',) if args.quick else
+                           ('gaussian', 'horseshoe'))
   configs = [(c, prior) for prior in priors
-             for c in configurations(args.quick)]
+             for c in configurations(args.quick)
+             if not args.metrics or c[0] in args.metrics]
   for i, ((name, gamma), prior) in enumerate(configs):
     print('[%d/%d] %s gamma=%s prior=%s' % (i + 1, len(configs), name, gamma,
                                             prior), flush=True)
@@ -169,11 +177,10 @@ def main():
          'quick' if args.quick else 'full'),
       ['prior', 'metric', 'gamma', 'test log p(y|X)', 'accuracy', 'ECE',
        'avg. curvature', 's/epoch'], rows,
-      'Command: `python -m benchmarks.yu_tables%s%s`; %d epochs, burn-in %d, '
-      'thinning %d steps, seeds %s.' % (
-          ' --quick' if args.quick else '',
-          ' --dataset mnist' if args.dataset == 'mnist' else '',
-          epochs * passes, burnin, thinning, seeds))
+      'Command: `python -m benchmarks.yu_tables%s`; %d passes over the data, '
+      'burn-in %d, thinning %d steps, seeds %s.' % (
+          ' '.join([''] + sys.argv[1:]), epochs * passes, burnin, thinning,
+          seeds))
   _plot(rows, os.path.join(out, 'yu_tables.png'))
 
 
