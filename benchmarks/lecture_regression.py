@@ -43,13 +43,17 @@ def make_data(n, seed=0):
   return np.stack([np.ones(n), xy[:, 0]], 1), xy[:, 1]
 
 
-def exact_posterior(x, y):
-  """Normal-inverse-gamma posterior: dict of marginal means, sds and pdfs."""
-  n = len(y)
+def _nig(x, y):
+  """Normal-inverse-gamma posterior parameters ``(V_n, m_n, a_n, b_n)``."""
   vn = np.linalg.inv(np.eye(2) / V_SCALE + x.T @ x)
   mn = vn @ x.T @ y
-  a = PHI + n / 2.
-  b = PSI + 0.5 * (y @ y - mn @ np.linalg.solve(vn, mn))
+  return vn, mn, PHI + len(y) / 2., PSI + 0.5 * (
+      y @ y - mn @ np.linalg.solve(vn, mn))
+
+
+def exact_posterior(x, y):
+  """Normal-inverse-gamma posterior: marginal means, sds and pdfs."""
+  vn, mn, a, b = _nig(x, y)
   beta_sd = np.sqrt(b / (a - 1.) * np.diag(vn))
   t_scale = np.sqrt(b / a * np.diag(vn))
   pdfs = [lambda t, j=j: scipy.stats.t.pdf(t, 2 * a, mn[j], t_scale[j])
@@ -87,9 +91,7 @@ def predicted_sd(x, y, mode, h, m, tau):
 
 def _posterior_mode(x, y):
   n = len(y)
-  vn = np.linalg.inv(np.eye(2) / V_SCALE + x.T @ x)
-  mn = vn @ x.T @ y
-  b = PSI + 0.5 * (y @ y - mn @ np.linalg.solve(vn, mn))
+  _, mn, _, b = _nig(x, y)
   # In w-space (Jacobian included), at β = m_n the log posterior of γ is
   # -(φ + n/2 + d/2)γ - b e^{-γ} (d = 2): its maximum is below.
   return np.array([mn[0], mn[1], np.log(b / (PHI + n / 2. + 1.))])
