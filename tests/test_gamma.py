@@ -173,11 +173,3 @@ def test_monge_fallback_uses_the_norm_of_the_preconditioned_gradient():
   out = monge.apply(new, v, 1)[0].numpy()
   fell = norms > threshold
   np.testing.assert_allclose(out[fell], v[0].numpy()[fell])
-
-
-def test_noise_algorithm_follows_xla_compilation():
-  """Threefry inside XLA-compiled graphs (faster there), Philox elsewhere."""
-  is_threefry = lambda: tf.constant(core.noise.algorithm() == 'threefry')
-  assert not bool(is_threefry())
-  assert not bool(tf.function(is_threefry)())
-  assert bool(tf.function(is_threefry, jit_compile=True)())

@@ -261,12 +261,14 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         ok = tf.identity(ok)
     new_state = tf.nest.flatten((new_pstate, new_momentum))
 
-    def commit():
-      for i in index:
-        variables[i].assign(new_parts[i])
-      for v, leaf, is_bool in zip(state_variables, new_state,
-                                  self._state_is_bool):
-        v.assign(tf.cast(leaf, tf.int32) if is_bool else leaf)
-      return tf.constant(0, tf.int64)
-    skipped = tf.cond(ok, commit, lambda: tf.constant(1, tf.int64))
+    # Commit or keep everything: a select fuses into the update's own pass
+    # under XLA, where a `tf.cond` around the assignments copied the weights.
+    for i in index:
+      variables[i].assign(tf.where(ok, new_parts[i], parts[i]))
+    old_state = tf.nest.flatten((pstate, momentum))
+    for v, leaf, old, is_bool in zip(state_variables, new_state, old_state,
+                                     self._state_is_bool):
+      leaf = tf.where(ok, leaf, old)
+      v.assign(tf.cast(leaf, tf.int32) if is_bool else leaf)
+    skipped = tf.cast(tf.logical_not(ok), tf.int64)
     num_nonfinite.assign_add(skipped)

@@ -1,0 +1,55 @@
+"""The samplers' random numbers: algorithm choice, the XLA normal, the probes."""
+
+import numpy as np
+import scipy.special
+import scipy.stats
+import tensorflow as tf
+
+from tfp_adaptive import core
+
+noise = core.noise
+
+
+def test_noise_algorithm_follows_xla_compilation():
+  """Threefry inside XLA-compiled graphs (faster there), Philox elsewhere."""
+  is_threefry = lambda: tf.constant(noise.algorithm() == 'threefry')
+  assert not bool(is_threefry())
+  assert not bool(tf.function(is_threefry)())
+  assert bool(tf.function(is_threefry, jit_compile=True)())
+
+
+def test_erfinv_float32_matches_scipy():
+  # Giles' single-precision bound is a few float32 ulps; both branches and
+  # the extreme uniforms the normal draw can produce are covered.
+  x = np.concatenate([np.linspace(-1, 1, 20001)[1:-1],
+                      1. - np.logspace(-7, -2, 50)]).astype(np.float32)
+  got = noise.erfinv_float32(tf.constant(x)).numpy()
+  want = scipy.special.erfinv(x.astype(np.float64))
+  np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_xla_normal_is_standard_normal():
+  n = 10**6
+  draw = tf.function(lambda s: noise.normal([tf.zeros([n]), tf.zeros([n])], s),
+                     jit_compile=True)
+  a, b = [z.numpy() for z in draw(tf.constant([11, 3]))]
+  for z in (a, b):
+    assert np.all(np.isfinite(z))
+    # Moments within 5 MC standard errors; KS against N(0, 1).
+    assert abs(z.mean()) < 5 / np.sqrt(n)
+    assert abs(z.var() - 1.) < 5 * np.sqrt(2. / n)
+    assert abs(scipy.stats.skew(z)) < 5 * np.sqrt(6. / n)
+    assert abs(scipy.stats.kurtosis(z)) < 5 * np.sqrt(24. / n)
+    assert scipy.stats.kstest(z, 'norm').pvalue > 1e-3
+  # The two parts get independent streams.
+  assert abs(np.corrcoef(a, b)[0, 1]) < 5 / np.sqrt(n)
+
+
+def test_rademacher_probes_are_fair_signs():
+  n = 10**6
+  draw = tf.function(lambda s: noise.rademacher([tf.zeros([n]), tf.zeros([])],
+                                                s), jit_compile=True)
+  z, scalar = [x.numpy() for x in draw(tf.constant([5, 9]))]
+  assert set(np.unique(z)) == {-1., 1.} and scalar in (-1., 1.)
+  assert abs(z.mean()) < 5 / np.sqrt(n)
+  assert abs(np.mean(z[1:] * z[:-1])) < 5 / np.sqrt(n)
