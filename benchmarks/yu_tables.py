@@ -15,15 +15,21 @@ Full mode on digits runs 400 passes (5,200 steps, 42 samples per run; Keras
 epochs of 10 passes); on MNIST 100 epochs.
 
 Step sizes: Yu et al. tune ``ℓ = h·n`` per metric (their Table 4) for their
-parameterisation; ours (TFP's: metric from the loss gradient) differs, so
-the learning rates below were picked by a 10-epoch check on digits
-(SGLD/Wenzel/Monge 3e-4 best of {3e-4, 1e-4, 3e-5}; Adam-SGLD 1e-4; pSGLD
-1e-4 as in `examples/keras_digits.py`). They are not tuned per prior.
+parameterisation; ours is TFP's (metric from the loss gradient), so the
+learning rates are tuned here: ``--tune`` runs every sampler (Γ-free; the
+corrected variant keeps its sampler's rate, so Γ is compared at equal step
+size) over a log grid under each prior, on a split of the training set
+(80% fit, 20% validation, 60 passes), and picks the rate with the best
+validation log-likelihood. It writes the sweep table and
+``yu_learning_rates.json``, which a later run reads with
+``--learning-rates``; `LEARNING_RATES` holds the result of that sweep.
 
     python -m benchmarks.yu_tables [--quick] [--dataset digits|mnist]
         [--seeds N] [--metrics Identity RMSprop ...] [--priors gaussian ...]
+        [--tune | --learning-rates out/yu_learning_rates.json]
 """
 
+import json
 import os
 import sys
 import time
@@ -38,12 +44,15 @@ from examples import keras_digits
 
 opt = tfa.keras.optimizers
 
-LEARNING_RATES = {'Identity': 3e-4, 'Wenzel': 3e-4, 'RMSprop': 1e-4,
-                  'Monge': 3e-4, 'Shampoo': 1e-5, 'Adam-SGLD': 1e-4}
+LEARNING_RATES = {
+    prior: {'Identity': 3e-4, 'Wenzel': 3e-4, 'RMSprop': 1e-4, 'Monge': 3e-4,
+            'Shampoo': 1e-5, 'Adam-SGLD': 1e-4}
+    for prior in ('gaussian', 'horseshoe')}
+LR_GRID = (1e-7, 1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3)
+SAMPLERS = ('Identity', 'Wenzel', 'RMSprop', 'Monge', 'Shampoo', 'Adam-SGLD')
 
 
-def make_optimizer(name, gamma, n, seed):
-  lr = LEARNING_RATES[name]
+def make_optimizer(name, gamma, n, seed, lr):
   kw = dict(data_size=n, seed=seed)
   if name == 'Identity':
     return opt.SGLD(lr, **kw)
@@ -100,8 +109,8 @@ def normalized_curvature_fn(model, iterations=10):
       tf.constant(x, tf.float32), tf.constant(y, tf.int32), tf.constant(seed)))
 
 
-def run_one(data, name, gamma, prior, hidden, epochs, passes, burnin, thinning,
-            seed):
+def run_one(data, name, gamma, prior, lr, hidden, epochs, passes, burnin,
+            thinning, seed, curvature=True):
   x, y, xt, yt = data
   n = len(x)
   model = keras_digits.mlp(x.shape[1], hidden)
@@ -109,9 +118,9 @@ def run_one(data, name, gamma, prior, hidden, epochs, passes, burnin, thinning,
   if prior == 'horseshoe':
     tfa.keras.priors.add_horseshoe_prior(model, data_size=n)
   tfa.keras.priors.add_gaussian_prior(model, data_size=n)
-  model.compile(make_optimizer(name, gamma, n, seed),
-                'sparse_categorical_crossentropy',
-                jit_compile=name != 'Shampoo')
+  model.compile(make_optimizer(name, gamma, n, seed, lr),
+                'sparse_categorical_crossentropy', jit_compile=True,
+                steps_per_execution=10)  # Burn-in and thinning are x10.
   tfa.keras.enable_gamma(model)
   collector = tfa.keras.SampleCollector(burnin=burnin, thinning=thinning)
   # One Keras epoch = `passes` shuffled passes over the data: on the small
@@ -126,48 +135,108 @@ def run_one(data, name, gamma, prior, hidden, epochs, passes, burnin, thinning,
   if not len(collector.members):
     return None
   ensemble = collector.ensemble
-  r = ensemble.evaluate(xt, yt)
+  try:
+    r = ensemble.evaluate(xt, yt)
+  except FloatingPointError as e:  # Diverged: reported as n/a, -inf in tuning.
+    print('  %s' % e, flush=True)
+    return None
   r['seconds_per_epoch'] = seconds
-  curvature = normalized_curvature_fn(ensemble.model)
-  r['curvature'] = np.mean([curvature(xt[:200], yt[:200])
-                            for _ in ensemble.iterate_members()])
+  if curvature:
+    fn = normalized_curvature_fn(ensemble.model)
+    r['curvature'] = np.mean([fn(xt[:200], yt[:200])
+                              for _ in ensemble.iterate_members()])
   return r
+
+
+def tune(data, samplers, priors, hidden, quick, out):
+  """Validation log-likelihood over `LR_GRID`; returns {prior: {sampler: lr}}."""
+  x, y = data[0], data[1]
+  cut = int(0.8 * len(x))
+  split = (x[:cut], y[:cut], x[cut:], y[cut:])
+  grid = LR_GRID[4:6] if quick else LR_GRID
+  epochs, passes, burnin, thinning = (1, 2, 10, 10) if quick else (6, 10, 300, 40)
+  best, rows = {}, []
+  for prior in priors:
+    best[prior] = {}
+    for name in samplers:
+      scores = []
+      for lr in grid:
+        r = run_one(split, name, 'none', prior, lr, hidden, epochs, passes,
+                    burnin, thinning, 0, curvature=False)
+        ll = r['log_likelihood'] if r else -np.inf
+        scores.append(ll if np.isfinite(ll) else -np.inf)
+        print('  tune %s %s lr=%g: validation log-lik %.3f' % (prior, name, lr,
+                                                               scores[-1]),
+              flush=True)
+      i = int(np.argmax(scores))
+      if np.isfinite(scores[i]):
+        best[prior][name] = grid[i]
+      else:  # All diverged: keep the default rate, mark no winner.
+        i = -1
+      rows.append([prior, name] + ['**%.3f**' % v if j == i else '%.3f' % v
+                                   for j, v in enumerate(scores)])
+  common.write_table(
+      os.path.join(out, 'yu_lr_sweep.md'),
+      'Learning-rate sweep, validation log p(y|X) (%s)'
+      % ('quick' if quick else 'full'),
+      ['prior', 'metric'] + ['%g' % lr for lr in grid], rows,
+      'Command: `python -m benchmarks.yu_tables %s`; %d%% of the training set '
+      'fits, the rest validates; %d passes, burn-in %d, thinning %d steps, '
+      'gamma=none, seed 0. Best per row in bold; -inf: diverged.' % (
+          ' '.join(sys.argv[1:]), 80, epochs * passes, burnin, thinning))
+  with open(os.path.join(out, 'yu_learning_rates.json'), 'w') as f:
+    json.dump(best, f, indent=1)
+  return best
 
 
 def main():
   p = common.parser(__doc__.splitlines()[0])
   p.add_argument('--dataset', choices=['digits', 'mnist'], default='digits')
   p.add_argument('--seeds', type=int, default=3, help='seeds per cell (full)')
-  p.add_argument('--metrics', nargs='+', choices=sorted(LEARNING_RATES),
+  p.add_argument('--metrics', nargs='+', choices=SAMPLERS,
                  help='only these samplers (default: all)')
   p.add_argument('--priors', nargs='+', choices=['gaussian', 'horseshoe'],
                  help='only these priors (default: both; quick: gaussian)')
+  p.add_argument('--tune', action='store_true',
+                 help='sweep the learning rates first (validation split)')
+  p.add_argument('--learning-rates', help='JSON written by a --tune run')
   args = p.parse_args()
   out = common.out_dir(args.out)
   data = tuple(a.astype('float32') if a.dtype.kind == 'f' else a
                for a in keras_digits.load(args.dataset))
   hidden = 400 if args.dataset == 'mnist' else 100
   if args.quick:
-    epochs, passes, burnin, thinning, seeds = 2, 1, 10, 5, [0]
+    epochs, passes, burnin, thinning, seeds = 2, 1, 10, 10, [0]
   else:
     epochs, passes = (100, 1) if args.dataset == 'mnist' else (40, 10)
     burnin, thinning, seeds = 1000, 100, list(range(args.seeds))
   rows, results = [], {}
   priors = args.priors or (('gaussian',) if args.quick else
                            ('gaussian', 'horseshoe'))
+  rates = {k: dict(v) for k, v in LEARNING_RATES.items()}
+  if args.learning_rates:
+    with open(args.learning_rates) as f:
+      for prior, table in json.load(f).items():
+        rates[prior].update(table)
+  if args.tune:
+    tuned = tune(data, args.metrics or SAMPLERS, priors, hidden, args.quick,
+                 out)
+    for prior, table in tuned.items():
+      rates[prior].update(table)
   configs = [(c, prior) for prior in priors
              for c in configurations(args.quick)
              if not args.metrics or c[0] in args.metrics]
   for i, ((name, gamma), prior) in enumerate(configs):
     print('[%d/%d] %s gamma=%s prior=%s' % (i + 1, len(configs), name, gamma,
                                             prior), flush=True)
-    runs = [run_one(data, name, gamma, prior, hidden, epochs, passes, burnin,
-                    thinning, s) for s in seeds]
+    lr = rates[prior][name]
+    runs = [run_one(data, name, gamma, prior, lr, hidden, epochs, passes,
+                    burnin, thinning, s) for s in seeds]
     runs = [r for r in runs if r is not None]
     fmt = lambda k: ('%.3f ± %.3f' % (np.mean([r[k] for r in runs]),
                                       np.std([r[k] for r in runs]))
                      if runs else 'n/a')
-    rows.append([prior, name, gamma, fmt('log_likelihood'), fmt('accuracy'),
+    rows.append([prior, name, gamma, '%g' % lr, fmt('log_likelihood'), fmt('accuracy'),
                  fmt('ece'), fmt('curvature'), fmt('seconds_per_epoch')])
     results[(prior, name, gamma)] = runs
   common.write_table(
@@ -175,7 +244,7 @@ def main():
       'Yu et al. Tables 1–2 protocol, %s, MLP %d-%d-%d-10 (%s)'
       % (args.dataset, data[0].shape[1], hidden, hidden,
          'quick' if args.quick else 'full'),
-      ['prior', 'metric', 'gamma', 'test log p(y|X)', 'accuracy', 'ECE',
+      ['prior', 'metric', 'gamma', 'lr', 'test log p(y|X)', 'accuracy', 'ECE',
        'avg. curvature', 's/epoch'], rows,
       'Command: `python -m benchmarks.yu_tables%s`; %d passes over the data, '
       'burn-in %d, thinning %d steps, seeds %s.' % (
@@ -190,7 +259,7 @@ def _plot(rows, path):
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   fig, ax = plt.subplots(figsize=(7, 3.5))
   labels, values = [], []
-  for prior, name, gamma, ll, *_ in rows:
+  for prior, name, gamma, _, ll, *_ in rows:
     if ll == 'n/a':
       continue
     labels.append('%s %s%s' % (prior[0].upper(), name,

@@ -14,24 +14,28 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('module, outputs', [
+@pytest.mark.parametrize('module, outputs, args', [
     ('benchmarks.rensmeyer_figures',
      ['%s_%s' % (f, k) for f in ('fig1', 'fig2', 'fig3', 'mixture')
-      for k in ('table.md', 'stationary.png')]),
+      for k in ('table.md', 'stationary.png')], []),
     ('benchmarks.tfp_side_by_side', ['tfp_side_by_side.md',
-                                     'tfp_side_by_side.png']),
-    ('benchmarks.speed', ['speed.md']),
+                                     'tfp_side_by_side.png'], []),
+    ('benchmarks.speed', ['speed.md'], []),
     ('benchmarks.gamma_cost', ['gamma_cost.md', 'gamma_cost.png',
-                               'gamma_cost_tfp.md', 'gamma_cost_tfp.png']),
-    ('benchmarks.yu_funnel', ['funnel.md', 'funnel.png']),
-    ('benchmarks.yu_tables', ['yu_tables.md', 'yu_tables.png']),
+                               'gamma_cost_tfp.md', 'gamma_cost_tfp.png'], []),
+    ('benchmarks.yu_funnel', ['funnel.md', 'funnel.png'], []),
+    ('benchmarks.yu_tables', ['yu_tables.md', 'yu_tables.png'], []),
+    ('benchmarks.yu_tables', ['yu_lr_sweep.md', 'yu_learning_rates.json'],
+     ['--tune', '--metrics', 'Identity']),
     ('benchmarks.lecture_regression', ['lecture_regression.md',
-                                       'lecture_batch.png', 'lecture_tau.png']),
+                                       'lecture_batch.png', 'lecture_tau.png'],
+     []),
 ])
-def test_benchmark_quick_mode_writes_outputs(module, outputs, tmp_path):
+def test_benchmark_quick_mode_writes_outputs(module, outputs, args, tmp_path):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
   subprocess.run([sys.executable, '-m', module, '--quick', '--out',
-                  str(tmp_path)], cwd=ROOT, env=env, check=True, timeout=900)
+                  str(tmp_path)] + args, cwd=ROOT, env=env, check=True,
+                 timeout=900)
   for name in outputs:
     path = tmp_path / name
     assert path.exists() and path.stat().st_size > 100, name

@@ -171,6 +171,13 @@ def test_nonfinite_weights_never_enter_the_ensemble():
     strict.collect(99)
 
 
+def test_nonfinite_predictions_raise_instead_of_garbage_metrics():
+  probs = np.full((4, 3), 1. / 3.)
+  probs[2] = np.nan
+  with pytest.raises(FloatingPointError, match='1 of 4 inputs'):
+    ensemble.classification_metrics(probs, [0, 1, 2, 0])
+
+
 def test_truncated_sample_file_names_itself(tmp_path):
   d = str(tmp_path)
   sample_files.write_sample(d, 3, ['a'], [np.ones(1000)])

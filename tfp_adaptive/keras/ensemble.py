@@ -201,8 +201,20 @@ def _match(path, weights):
 
 
 def classification_metrics(probs, labels, num_bins=15):
-  """Log-likelihood, accuracy, ECE and Brier of predictive probabilities."""
+  """Log-likelihood, accuracy, ECE and Brier of predictive probabilities.
+
+  Raises:
+    FloatingPointError: some probabilities are NaN/Inf (finite weights can
+      still overflow, e.g. after a diverged chain); the metrics would be
+      meaningless.
+  """
   probs = np.asarray(probs, np.float64)
+  bad = ~np.all(np.isfinite(probs), axis=-1)
+  if bad.any():
+    raise FloatingPointError(
+        'The ensemble predicts non-finite probabilities for %d of %d inputs '
+        '(a member overflowed: the chain diverged; lower the learning rate).'
+        % (bad.sum(), len(bad)))
   labels = np.asarray(labels).reshape(-1).astype(np.int64)
   p_true = probs[np.arange(len(labels)), labels]
   onehot = np.eye(probs.shape[-1])[labels]
