@@ -14,13 +14,17 @@ X = np.random.RandomState(0).randn(9, 6)
 Y = np.random.RandomState(1).randn(9, 7)
 
 
-def log_prob(parts):
-  """A small nonlinear model, D = 6*7 + 7 = 49, batched over leading axis."""
+def log_prob(parts, row_weights=1.):
+  """A small nonlinear model, D = 6*7 + 7 = 49, batched over leading axis.
+
+  `row_weights` (broadcast against ``[..., 9]``) weight the 9 data rows.
+  """
   w, b = parts
   x = tf.constant(X, w.dtype)
   hidden = tf.tanh(tf.einsum('nd,...dk->...nk', x, w) + b[..., tf.newaxis, :])
   resid = hidden - tf.constant(Y, w.dtype)
-  return -0.5 * tf.reduce_sum(resid ** 2, axis=[-2, -1]) - 0.05 * (
+  rows = tf.reduce_sum(resid ** 2, axis=-1)
+  return -0.5 * tf.reduce_sum(row_weights * rows, axis=-1) - 0.05 * (
       tf.reduce_sum(w ** 4, axis=[-2, -1]) + tf.reduce_sum(b ** 2, axis=-1))
 
 
@@ -40,7 +44,7 @@ PRECONDITIONERS = {
 }
 
 
-def _gamma(pre, parts, estimator, mode='original', seed=(1, 2)):
+def _gamma(pre, parts, estimator, mode='original', seed=(1, 2), gamma_fn=None):
   batch_ndims = len(parts[1].shape) - 1
   state = pre.init(parts, batch_ndims)
   # One warm-up update so the statistics are not all zero.
@@ -48,7 +52,7 @@ def _gamma(pre, parts, estimator, mode='original', seed=(1, 2)):
   state = pre.update(state, g, tf.constant(0), batch_ndims)
   return core.gradient_and_gamma(log_prob, parts, pre, state, tf.constant(1),
                                  batch_ndims, mode, estimator,
-                                 tf.constant(seed, tf.int32))[-1]
+                                 tf.constant(seed, tf.int32), gamma_fn)[-1]
 
 
 @pytest.mark.parametrize('name', sorted(PRECONDITIONERS))
@@ -63,6 +67,34 @@ def test_hutchinson_mean_equals_exact(name):
     # 4.5 standard errors per coordinate: ~1e-5 false alarms over 49 coords.
     np.testing.assert_array_less(np.abs(hu.mean(axis=0) - ex), 4.5 * se + 1e-10)
   assert max(float(tf.reduce_max(tf.abs(e))) for e in exact) > 1e-4
+
+
+@pytest.mark.parametrize('name', ['rmsprop', 'shampoo'])
+def test_gamma_fn_equal_to_fn_gives_the_same_gamma(name):
+  pre = PRECONDITIONERS[name]()
+  plain = _gamma(pre, theta([1]), 'exact')
+  same = _gamma(pre, theta([1]), 'exact', gamma_fn=log_prob)
+  for a, b in zip(plain, same):
+    np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize('name', ['rmsprop', 'monge'])
+def test_subsampled_gamma_is_unbiased(name):
+  """Γ's second-order pass on a random half of the rows (weight 2): mean = Γ."""
+  pre = PRECONDITIONERS[name]()
+  exact = _gamma(pre, theta([1]), 'exact')
+  mask = np.random.RandomState(3).rand(K, 9) < 0.5
+  half = lambda p: log_prob(p, tf.constant(2. * mask, tf.float64))
+  probes = tf.function(lambda p: _gamma(pre, p, 'hutchinson',
+                                        gamma_fn=half))(theta([K]))
+  for ex, hu in zip(exact, probes):
+    hu = hu.numpy().reshape(K, -1)
+    ex = ex.numpy().reshape(-1)
+    se = hu.std(axis=0, ddof=1) / np.sqrt(K)
+    np.testing.assert_array_less(np.abs(hu.mean(axis=0) - ex), 4.5 * se + 1e-10)
+  # The subsample adds variance: a test that could not tell would be void.
+  full = tf.function(lambda p: _gamma(pre, p, 'hutchinson'))(theta([K]))
+  assert probes[0].numpy().std(0).mean() > full[0].numpy().std(0).mean()
 
 
 def _metric_matrix_fd(pre, parts, eps=1e-6):

@@ -193,6 +193,8 @@ def test_model_save_and_load_keep_sampler_state(tmp_path):
     (dict(gamma='fixed'), 'gamma'),
     (dict(diagonal_bias=-1.), 'diagonal_bias'),
     (dict(nonfinite='nan'), 'nonfinite'),
+    (dict(gamma_subsample=0.), 'gamma_subsample'),
+    (dict(gamma_subsample=1.5), 'gamma_subsample'),
 ])
 def test_bad_arguments_are_named(kwargs, name):
   kwargs = dict(dict(learning_rate=1e-3), **kwargs)
@@ -240,6 +242,46 @@ def test_gamma_in_fit_for_functional_and_subclassed_models(make):
   model.fit(x, y, batch_size=16, epochs=1, verbose=0)
   assert int(model.optimizer.iterations.numpy()) == 4
   assert all(np.all(np.isfinite(w)) for w in model.get_weights())
+
+
+def _noiseless_steps(fraction, draws):
+  """Δθ of one noise-free corrected-PSGLD step (exact Γ) per draw of the rows."""
+  x, y = [a.astype('float64') for a in _data()]
+  keras.utils.set_random_seed(0)  # float64, so Δθ is not lost to rounding.
+  model = keras.Sequential([keras.Input((4,), dtype='float64'),
+                            keras.layers.Dense(6, 'tanh', dtype='float64'),
+                            keras.layers.Dense(1, dtype='float64')])
+  opt = opt_lib.PSGLD(3e-4, data_size=64, burnin=10**6, seed=0,
+                      gamma='corrected', gamma_estimator='exact',
+                      gamma_subsample=fraction)
+  model.compile(opt, 'mse', jit_compile=True)
+  tfa.keras.enable_gamma(model)
+  opt.build(model.trainable_variables)
+  w0, s0 = model.get_weights(), [v.numpy() for v in opt.variables]
+  out = []
+  for k in range(draws):
+    model.set_weights(w0)
+    for v, value in zip(opt.variables, s0):
+      v.assign(value)
+    opt.iterations.assign(k)  # The row subset is drawn from the step's seed.
+    model.train_on_batch(x[:16], y[:16])
+    out.append(np.concatenate([(a - b).ravel()
+                               for a, b in zip(model.get_weights(), w0)]))
+  return np.array(out)
+
+
+@pytest.mark.statistical
+def test_gamma_subsample_in_fit_is_unbiased():
+  """Γ from a random half of each minibatch: the mean step is the full one."""
+  full = _noiseless_steps(1., 2)
+  np.testing.assert_allclose(full[0], full[1], rtol=1e-9, atol=1e-15)
+  half = _noiseless_steps(0.5, 300)
+  se = half.std(0, ddof=1) / np.sqrt(len(half))
+  assert np.all(se > 0)  # The subsample changes Γ, so the test can fail.
+  np.testing.assert_array_less(np.abs(half.mean(0) - full[0]),
+                               4.5 * se + 1e-15)
+  # The half-batch Γ is a different, noisier estimate, not a copy.
+  assert np.max(np.abs(half[0] - full[0])) > 10 * np.max(se)
 
 
 def test_schedules_and_temperature_ramp():

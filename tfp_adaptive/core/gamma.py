@@ -46,13 +46,31 @@ def gamma_scale(mode, decay):
   return 1. / (1. - decay)
 
 
-def _metric_jvp(fn, parts, preconditioner, state, step, batch_ndims, tangent):
-  """Value, gradient, updated metric state and ``J_{θ↦M_t(θ)z}(θ) z``."""
-  with tf.autodiff.ForwardAccumulator(parts, tangent) as acc:
-    value, grads = value_and_gradient(fn, parts)
-    new_state = preconditioner.update(state, grads, step, batch_ndims)
-    mz = preconditioner.apply(new_state, tangent, batch_ndims,
-                              differentiable=True)
+def _metric_jvp(fn, parts, preconditioner, state, step, batch_ndims, tangent,
+                gamma_fn=None, value_and_grads=None):
+  """Value, gradient, updated metric state and ``J_{θ↦M_t(θ)z}(θ) z``.
+
+  With `gamma_fn`, the metric's value comes from the gradient of `fn` and its
+  derivative from the gradient of `gamma_fn` (the forward-over-reverse pass
+  runs on `gamma_fn` only); `value_and_grads` reuses a computed ``(fn,
+  ∇fn)``.
+  """
+  if gamma_fn is None:
+    with tf.autodiff.ForwardAccumulator(parts, tangent) as acc:
+      value, grads = value_and_gradient(fn, parts)
+      new_state = preconditioner.update(state, grads, step, batch_ndims)
+      mz = preconditioner.apply(new_state, tangent, batch_ndims,
+                                differentiable=True)
+  else:
+    value, grads = value_and_grads or value_and_gradient(fn, parts)
+    with tf.autodiff.ForwardAccumulator(parts, tangent) as acc:
+      _, sub = value_and_gradient(gamma_fn, parts)
+      # Value of ∇fn, derivative of ∇gamma_fn.
+      mixed = [tf.stop_gradient(g) + (s - tf.stop_gradient(s))
+               for g, s in zip(grads, sub)]
+      new_state = preconditioner.update(state, mixed, step, batch_ndims)
+      mz = preconditioner.apply(new_state, tangent, batch_ndims,
+                                differentiable=True)
   jvp = acc.jvp(mz, unconnected_gradients=tf.UnconnectedGradients.ZERO)
   return value, grads, new_state, jvp
 
@@ -68,12 +86,14 @@ def _basis_vector(j, parts, batch_ndims):
   return out
 
 
-def _exact_gamma(fn, parts, preconditioner, state, step, batch_ndims):
+def _exact_gamma(fn, parts, preconditioner, state, step, batch_ndims,
+                 gamma_fn=None, value_and_grads=None):
   size = tensors.event_size(parts, batch_ndims)
 
   def body(j, acc):
     e = _basis_vector(j, parts, batch_ndims)
-    jvp = _metric_jvp(fn, parts, preconditioner, state, step, batch_ndims, e)[-1]
+    jvp = _metric_jvp(fn, parts, preconditioner, state, step, batch_ndims, e,
+                      gamma_fn, value_and_grads)[-1]
     return j + 1, [a + g for a, g in zip(acc, jvp)]
   _, total = tf.while_loop(lambda j, _: j < size, body,
                            (tf.constant(0), [tf.zeros_like(p) for p in parts]))
@@ -81,7 +101,8 @@ def _exact_gamma(fn, parts, preconditioner, state, step, batch_ndims):
 
 
 def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
-                       mode='none', estimator='hutchinson', seed=None):
+                       mode='none', estimator='hutchinson', seed=None,
+                       gamma_fn=None):
   """One step's log-prob, gradient, updated metric state and scaled Γ.
 
   Args:
@@ -95,6 +116,12 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
     mode: ``'none' | 'original' | 'corrected'``.
     estimator: ``'hutchinson' | 'exact'``.
     seed: stateless seed of the Hutchinson probe.
+    gamma_fn: optional callable like `fn` whose gradient's derivative
+      (Hessian-vector product) stands in for that of `fn` in Γ, e.g. the
+      log-target on a random part of the minibatch. Γ is linear in that
+      derivative, so an unbiased `gamma_fn` (``E[∇gamma_fn] = ∇fn``) keeps Γ
+      unbiased while the second-order pass runs on less data; the metric
+      itself is always built from ``∇fn``. `None`: `fn`.
 
   Returns:
     ``(value, grads, new_state, gamma)`` where ``gamma`` is ``c·Γ`` (``c`` from
@@ -109,10 +136,11 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
     else:
       z = noise_lib.rademacher(parts, seed)
     value, grads, new_state, gamma = _metric_jvp(
-        fn, parts, preconditioner, state, step, batch_ndims, z)
+        fn, parts, preconditioner, state, step, batch_ndims, z, gamma_fn)
   else:
     value, grads = value_and_gradient(fn, parts)
     new_state = preconditioner.update(state, grads, step, batch_ndims)
-    gamma = _exact_gamma(fn, parts, preconditioner, state, step, batch_ndims)
+    gamma = _exact_gamma(fn, parts, preconditioner, state, step, batch_ndims,
+                         gamma_fn, None if gamma_fn is None else (value, grads))
   c = gamma_scale(mode, preconditioner.decay)
   return value, grads, new_state, [tf.cast(c, g.dtype) * g for g in gamma]

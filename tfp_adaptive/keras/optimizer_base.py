@@ -51,6 +51,12 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     gamma: ``'none' | 'original' | 'corrected'``; anything but ``'none'``
       needs the loss, see `tfp_adaptive.keras.enable_gamma`.
     gamma_estimator: ``'hutchinson' | 'exact'``.
+    gamma_subsample: fraction in (0, 1] of each minibatch on which Γ's
+      Hessian-vector product is computed (a random subset, drawn per step;
+      the metric and the drift always use the whole minibatch). Γ is linear
+      in that product, so it stays unbiased while the second-order pass costs
+      about this fraction; the extra variance enters the step at O(h), below
+      the injected noise (the argument that justifies Hutchinson's probe).
     nonfinite: ``'skip'`` (default: a step whose gradient, Γ or new weights
       are NaN/Inf is not applied and `num_nonfinite` counts it) or
       ``'raise'`` (the step is not applied and, outside XLA, fails with
@@ -67,8 +73,9 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
   _supports_gamma = True
 
   def __init__(self, learning_rate, data_size=1, burnin=None, temperature=1.,
-               gamma='none', gamma_estimator='hutchinson', nonfinite='skip',
-               seed=None, name=None, hyperparameters=None, **kwargs):
+               gamma='none', gamma_estimator='hutchinson', gamma_subsample=1.,
+               nonfinite='skip', seed=None, name=None, hyperparameters=None,
+               **kwargs):
     if not isinstance(learning_rate,
                       keras.optimizers.schedules.LearningRateSchedule):
       if not callable(learning_rate):
@@ -86,6 +93,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     self.gamma = validation.check_choice('gamma', gamma, allowed)
     self.gamma_estimator = validation.check_choice(
         'gamma_estimator', gamma_estimator, gamma_lib.GAMMA_ESTIMATORS)
+    self.gamma_subsample = validation.check_number(
+        'gamma_subsample', gamma_subsample, low=0., high=1., low_open=True)
     self.nonfinite = validation.check_choice('nonfinite', nonfinite,
                                              NONFINITE_POLICIES)
     self.seed = _random_seed() if seed is None else validation.check_int(
@@ -182,7 +191,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
                   temperature=self.temperature, nonfinite=self.nonfinite,
                   seed=self.seed)
     if self._supports_gamma:
-      config.update(gamma=self.gamma, gamma_estimator=self.gamma_estimator)
+      config.update(gamma=self.gamma, gamma_estimator=self.gamma_estimator,
+                    gamma_subsample=self.gamma_subsample)
     return config
 
   # -- the update -----------------------------------------------------------

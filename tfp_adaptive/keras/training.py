@@ -19,7 +19,7 @@ from tfp_adaptive.core import gamma as gamma_lib
 __all__ = ['enable_gamma', 'gradients_and_gamma']
 
 
-def gradients_and_gamma(optimizer, loss_fn, variables):
+def gradients_and_gamma(optimizer, loss_fn, variables, gamma_loss_fn=None):
   """The loss, its gradient and ``c·Γ`` for the next step of `optimizer`.
 
   For custom training loops: ``loss, grads, gamma = gradients_and_gamma(opt,
@@ -31,6 +31,9 @@ def gradients_and_gamma(optimizer, loss_fn, variables):
     loss_fn: callable with no arguments returning the scalar loss (it reads
       the variables).
     variables: the `keras.Variable`s being sampled.
+    gamma_loss_fn: optional callable like `loss_fn` on a random part of the
+      minibatch, whose Hessian-vector product Γ uses instead of `loss_fn`'s
+      (see the optimizer's ``gamma_subsample``).
 
   Returns:
     ``(loss, grads, gamma)``; ``gamma`` is `None` if the optimizer's
@@ -42,10 +45,24 @@ def gradients_and_gamma(optimizer, loss_fn, variables):
   pstate, _ = optimizer.sampler_state()
   probe_seed, _ = optimizer.step_seeds(step)
   mode = optimizer.gamma if optimizer.needs_gamma else 'none'
+  sub = None if gamma_loss_fn is None else (lambda _: gamma_loss_fn())
   loss, grads, _, gamma = gamma_lib.gradient_and_gamma(
       lambda _: loss_fn(), parts, optimizer.preconditioner, pstate, step, 0,
-      mode, optimizer.gamma_estimator, probe_seed)
+      mode, optimizer.gamma_estimator, probe_seed, sub)
   return loss, grads, gamma
+
+
+def _random_rows(structures, fraction, seed):
+  """The same random ``ceil(fraction * batch)`` rows of every tensor given."""
+  first = tf.nest.flatten(structures[0])[0]
+  batch = first.shape[0]
+  if batch is None:
+    batch = tf.shape(first)[0]
+  k = tf.cast(tf.math.ceil(fraction * tf.cast(batch, tf.float32)), tf.int32)
+  order = tf.argsort(tf.random.stateless_uniform([batch], seed))
+  rows = order[:tf.maximum(k, 1)]
+  return [tf.nest.map_structure(lambda t: tf.gather(t, rows), s)
+          if s is not None else None for s in structures]
 
 
 def _gamma_train_step(self, data):
@@ -66,7 +83,21 @@ def _gamma_train_step(self, data):
   if not self.trainable_variables:  # A subclassed model's first call builds it.
     self(x, training=True)
   variables = self.trainable_variables
-  loss, grads, gamma = gradients_and_gamma(self.optimizer, loss_fn, variables)
+  optimizer = self.optimizer
+  gamma_loss_fn = None
+  if optimizer.needs_gamma and optimizer.gamma_subsample < 1:
+    step = tf.cast(tf.convert_to_tensor(optimizer.iterations), tf.int32)
+    seed = tf.random.experimental.stateless_fold_in(
+        optimizer.step_seeds(step)[0], 1)
+    xs, ys, ws = _random_rows((x, y, sample_weight), optimizer.gamma_subsample,
+                              seed)
+
+    def gamma_loss_fn():
+      loss = self.compute_loss(x=xs, y=ys, y_pred=self(xs, training=True),
+                               sample_weight=ws, training=True)
+      return loss * replicas
+  loss, grads, gamma = gradients_and_gamma(optimizer, loss_fn, variables,
+                                           gamma_loss_fn)
   batch = tf.shape(tf.nest.flatten(x)[0])[0]
   self._loss_tracker.update_state(loss, sample_weight=batch)
   grads = [g / replicas for g in grads]
