@@ -195,13 +195,32 @@ def test_monge_fallback_uses_the_norm_of_the_preconditioned_gradient():
   norms = np.linalg.norm(mg, axis=1)
   threshold = float(np.median(norms))
   monge = core.preconditioners.Monge(decay, alpha2, threshold)
-  state = core.preconditioners.MongeState([tf.constant(ell0)],
-                                          tf.zeros([4], tf.bool))
+  state = core.preconditioners.MongeState(
+      [tf.constant(ell0)], tf.constant((ell0 ** 2).sum(axis=(1, 2))),
+      tf.zeros([4], tf.bool))
   new = monge.update(state, [tf.constant(grads)], tf.constant(1), 1)
   np.testing.assert_allclose(new.mean_grad[0].numpy(), ell)
+  np.testing.assert_allclose(new.sq_norm.numpy(), (ell ** 2).sum(axis=(1, 2)))
   np.testing.assert_array_equal(new.fallback.numpy(), norms > threshold)
   assert 0 < new.fallback.numpy().sum() < 4
   v = [tf.constant(rng.randn(4, 3, 2))]
   out = monge.apply(new, v, 1)[0].numpy()
   fell = norms > threshold
   np.testing.assert_allclose(out[fell], v[0].numpy()[fell])
+
+
+def test_monge_running_norm_tracks_the_mean_gradient():
+  """‖ℓ‖² by recursion equals the direct norm after many float32 updates."""
+  monge = core.preconditioners.Monge(0.95, 1.)
+  rng = np.random.RandomState(4)
+  parts = [tf.zeros([3, 50, 20]), tf.zeros([3, 20])]
+  state = monge.init(parts, 1)
+  step = tf.function(lambda st, g: monge.update(st, g, tf.constant(0), 1))
+  for t in range(300):
+    scale = 10. ** rng.uniform(-3, 1)  # Gradients over four decades.
+    grads = [tf.constant(scale * rng.randn(*p.shape), tf.float32)
+             for p in parts]
+    state = step(state, grads)
+  direct = core.tensors.event_dot(state.mean_grad, state.mean_grad, 1)
+  np.testing.assert_allclose(state.sq_norm.numpy(), direct.numpy(), rtol=1e-4)
+
