@@ -113,6 +113,7 @@ def run_one(data, name, gamma, prior, lr, hidden, epochs, passes, burnin,
             thinning, seed, curvature=True):
   x, y, xt, yt = data
   n = len(x)
+  keras.backend.clear_session()  # Frees the previous runs' compiled steps.
   model = keras_digits.mlp(x.shape[1], hidden)
   keras.utils.set_random_seed(seed)
   if prior == 'horseshoe':
