@@ -215,6 +215,56 @@ def test_sample_reuses_its_compiled_chunks_across_calls():
   np.testing.assert_array_equal(first.numpy(), again.numpy())
 
 
+def _regression_target(gamma_batch_size=None):
+  rng = np.random.RandomState(5)
+  x = tf.constant(rng.randn(200, 3), tf.float64)
+  y = tf.constant(np.tanh(rng.randn(200)), tf.float64)
+
+  def ll(parts, batch):
+    bx, by = batch
+    pred = tf.einsum('nd,...d->...n', bx, parts[0])
+    return -0.5 * (by - pred) ** 2 - 0.1 * pred ** 4
+  return tfa.minibatch_log_prob(ll, (x, y), 20,
+                                gamma_batch_size=gamma_batch_size)
+
+
+@pytest.mark.statistical
+def test_gamma_on_part_of_the_minibatch_is_unbiased():
+  """Exact Γ on the first 5 of 20 examples vs on all 20, same minibatches.
+
+  θ is far from the mode, so the gradient and Γ keep their signs across
+  minibatches and a wrongly scaled subset would show.
+  """
+  fn = _regression_target(gamma_batch_size=5)
+  pre = tfa.core.RMSprop(0.9, 0.1)
+  theta = [tf.constant([[1.5, -1., 2.]], tf.float64)]
+  state = pre.init(theta, 1)
+
+  @tf.function
+  def difference(seed):
+    def gamma(gamma_fn):
+      return tfa.core.gradient_and_gamma(
+          lambda xs: fn(*xs, seed=seed), theta, pre, state, tf.constant(0), 1,
+          'corrected', 'exact', gamma_fn=gamma_fn)[-1][0]
+    return gamma(lambda xs: fn(*xs, seed=seed, rows=5)) - gamma(None)
+  d = np.array([difference(tf.constant([i, 1])).numpy()[0]
+                for i in range(400)])
+  se = d.std(0, ddof=1) / np.sqrt(len(d))
+  assert np.all(se > 1e-6)  # The subset changes Γ: the test can fail.
+  np.testing.assert_array_less(np.abs(d.mean(0)), 4.5 * se)
+
+
+def test_gamma_batch_size_in_a_kernel():
+  full, same = _regression_target(), _regression_target(gamma_batch_size=20)
+  run = lambda fn: _run(tfa.mcmc.PSGLD(fn, 1e-3, gamma='corrected'),
+                        tf.zeros([2, 3], tf.float64), jit=True)
+  np.testing.assert_allclose(run(same).numpy(), run(full).numpy(), rtol=1e-9)
+  part = run(_regression_target(gamma_batch_size=5)).numpy()
+  assert np.all(np.isfinite(part))
+  with pytest.raises(ValueError, match='gamma_batch_size'):
+    _regression_target(gamma_batch_size=21)
+
+
 def test_minibatch_log_prob_scales_and_uses_seed():
   x = tf.constant(np.linspace(-1, 1, 50), tf.float32)
   ll = lambda parts, batch: -0.5 * (batch[None, :] - parts[0][:, None]) ** 2

@@ -22,11 +22,18 @@ class MinibatchLogProb(object):
     data: a `Tensor` or a (nested) structure of them with leading axis N.
     batch_size: ``m``, an int in [1, N].
     log_prior_fn: optional callable ``(state_parts_list) -> [...]``.
+    gamma_batch_size: optional int in [1, batch_size]: Γ's second-order pass
+      (the Hessian-vector product) uses only the first this many examples of
+      each step's minibatch, rescaled by ``N / gamma_batch_size``; the
+      gradient and the metric still use all of it. The draws are i.i.d., so
+      these examples are a uniform subset and Γ stays unbiased at about
+      ``gamma_batch_size / batch_size`` of the second-order cost.
   """
 
   needs_seed = True
 
-  def __init__(self, log_likelihood_fn, data, batch_size, log_prior_fn=None):
+  def __init__(self, log_likelihood_fn, data, batch_size, log_prior_fn=None,
+               gamma_batch_size=None):
     self.data = tf.nest.map_structure(tf.convert_to_tensor, data)
     self.num_examples = int(tf.nest.flatten(self.data)[0].shape[0])
     self.batch_size = validation.check_int('batch_size', batch_size)
@@ -36,8 +43,19 @@ class MinibatchLogProb(object):
                        % (self.num_examples, batch_size))
     self.log_likelihood_fn = log_likelihood_fn
     self.log_prior_fn = log_prior_fn
+    if gamma_batch_size is not None:
+      validation.check_int('gamma_batch_size', gamma_batch_size)
+      if gamma_batch_size > self.batch_size:
+        raise ValueError('`gamma_batch_size` must lie in [1, %d] (the '
+                         '`batch_size`). Received: gamma_batch_size=%d'
+                         % (self.batch_size, gamma_batch_size))
+    self.gamma_batch_size = gamma_batch_size
 
-  def __call__(self, *parts, seed=None):
+  def __call__(self, *parts, seed=None, rows=None):
+    """``û(θ)`` on the seed's minibatch (all data without a seed).
+
+    ``rows=k`` keeps the minibatch's first ``k`` examples, scaled by ``N/k``.
+    """
     parts = list(parts)
     if seed is None:
       batch = self.data
@@ -46,8 +64,10 @@ class MinibatchLogProb(object):
       idx = tf.random.stateless_uniform(
           [self.batch_size], seed=seed, minval=0, maxval=self.num_examples,
           dtype=tf.int32, alg='philox')
+      if rows is not None:
+        idx = idx[:rows]
       batch = tf.nest.map_structure(lambda d: tf.gather(d, idx), self.data)
-      scale = self.num_examples / self.batch_size
+      scale = self.num_examples / int(idx.shape[0])
     ll = tf.reduce_sum(self.log_likelihood_fn(parts, batch), axis=-1)
     out = tf.cast(scale, ll.dtype) * ll
     if self.log_prior_fn is not None:
@@ -55,6 +75,8 @@ class MinibatchLogProb(object):
     return out
 
 
-def minibatch_log_prob(log_likelihood_fn, data, batch_size, log_prior_fn=None):
+def minibatch_log_prob(log_likelihood_fn, data, batch_size, log_prior_fn=None,
+                       gamma_batch_size=None):
   """Builds a `MinibatchLogProb`; without a seed it evaluates the full data."""
-  return MinibatchLogProb(log_likelihood_fn, data, batch_size, log_prior_fn)
+  return MinibatchLogProb(log_likelihood_fn, data, batch_size, log_prior_fn,
+                          gamma_batch_size)

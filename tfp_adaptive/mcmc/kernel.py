@@ -105,6 +105,14 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
       return fn(*parts, seed=seed)
     return fn(*parts)
 
+  def _gamma_log_prob(self, seed):
+    """Γ's log-target: a `MinibatchLogProb`'s `gamma_batch_size` rows, if set."""
+    fn = self.target_log_prob_fn
+    rows = getattr(fn, 'gamma_batch_size', None)
+    if rows is None or not getattr(fn, 'needs_seed', False):
+      return None
+    return lambda xs: fn(*xs, seed=seed, rows=rows)
+
   def _batch_ndims(self, parts, log_prob):
     if log_prob.shape.rank is None:
       raise ValueError('`target_log_prob_fn` must return a tensor of known rank.')
@@ -147,7 +155,8 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
       lp, grads, pstate, gamma = gamma_lib.gradient_and_gamma(
           fn, parts, self.preconditioner, prev.preconditioner_state, prev.step,
           batch_ndims, p.get('gamma', 'none'),
-          p.get('gamma_estimator', 'hutchinson'), probe_seed)
+          p.get('gamma_estimator', 'hutchinson'), probe_seed,
+          self._gamma_log_prob(batch_seed))
       h = schedules.evaluate(self.step_size, prev.step)
       new_parts, momentum = self.algorithm.update(
           parts, grads, pstate, prev.momentum, gamma, h, p['temperature'],
