@@ -185,6 +185,28 @@ def test_nonfinite_reject_keeps_last_finite_state_and_counts():
   assert int(tf.reduce_sum(results.num_nonfinite)) > 0
 
 
+@tf.custom_gradient
+def _nan_gradient_norm(x):
+  """-0.5‖x‖² with a finite value but a NaN gradient in chain 0's first entry."""
+  bad = tf.one_hot(0, tf.size(x), on_value=np.nan, off_value=0.,
+                   dtype=x.dtype)
+  return -0.5 * tf.reduce_sum(x ** 2, -1), lambda dy: (
+      -dy[..., None] * x + tf.reshape(bad, tf.shape(x)))
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_nan_gradient_with_finite_log_prob_is_rejected(name):
+  """Only θ' is checked: a NaN gradient must reach it through every metric."""
+  kernel = KERNELS[name](_nan_gradient_norm)
+  state = tf.fill([3, 4], 0.5)
+  new, results = kernel.one_step(state, kernel.bootstrap_results(state),
+                                 seed=(1, 2))
+  np.testing.assert_array_equal(new.numpy()[0], state.numpy()[0])
+  assert np.all(np.isfinite(new.numpy()))
+  assert not np.allclose(new.numpy()[1:], 0.5)  # The other chains moved.
+  np.testing.assert_array_equal(results.num_nonfinite.numpy(), [1, 0, 0])
+
+
 def test_nonfinite_raise_is_reported():
   kernel = tfa.mcmc.SGLD(_nan_target, 0.5, nonfinite='raise')
   with pytest.raises((FloatingPointError, tf.errors.InvalidArgumentError),

@@ -173,10 +173,12 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
   def _handle_nonfinite(self, lp, grads, parts, new_parts, prev, pstate,
                         momentum, batch_ndims):
     """Applies the ``nonfinite`` policy per chain; returns the bad-chain mask."""
+    del grads  # A NaN/Inf in ∇û, Γ or the metric reaches θ': check θ' only.
     ok = tf.math.is_finite(lp)
-    for x in list(grads) + list(new_parts):
-      finite = tf.cast(tf.math.is_finite(x), tf.float32)
-      ok &= tensors.part_event_mean(finite, batch_ndims) >= 1.
+    for x in new_parts:
+      axes = list(range(batch_ndims, len(x.shape)))
+      finite = tf.math.is_finite(x)
+      ok &= tf.reduce_all(finite, axis=axes) if axes else finite
     policy = self.parameters['nonfinite']
     if policy == 'ignore':
       return new_parts, pstate, momentum, ~ok
