@@ -44,10 +44,13 @@ from examples import keras_digits
 
 opt = tfa.keras.optimizers
 
+# `python -m benchmarks.yu_tables --tune` on digits (yu_lr_sweep.md).
 LEARNING_RATES = {
-    prior: {'Identity': 3e-4, 'Wenzel': 3e-4, 'RMSprop': 1e-4, 'Monge': 3e-4,
-            'Shampoo': 1e-5, 'Adam-SGLD': 1e-4}
-    for prior in ('gaussian', 'horseshoe')}
+    'gaussian': {'Identity': 1e-4, 'Wenzel': 3e-4, 'RMSprop': 3e-6,
+                 'Monge': 1e-4, 'Shampoo': 3e-6, 'Adam-SGLD': 3e-5},
+    'horseshoe': {'Identity': 3e-4, 'Wenzel': 1e-3, 'RMSprop': 1e-5,
+                  'Monge': 1e-4, 'Shampoo': 1e-6, 'Adam-SGLD': 1e-6},
+}
 LR_GRID = (1e-7, 1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3)
 SAMPLERS = ('Identity', 'Wenzel', 'RMSprop', 'Monge', 'Shampoo', 'Adam-SGLD')
 
