@@ -38,4 +38,5 @@ def test_benchmark_quick_mode_writes_outputs(module, outputs, args, tmp_path):
                  timeout=900)
   for name in outputs:
     path = tmp_path / name
-    assert path.exists() and path.stat().st_size > 100, name
+    smallest = 20 if name.endswith('.json') else 100  # JSON: one rate.
+    assert path.exists() and path.stat().st_size > smallest, name
