@@ -55,22 +55,19 @@ def _metric_jvp(fn, parts, preconditioner, state, step, batch_ndims, tangent,
   runs on `gamma_fn` only); `value_and_grads` reuses a computed ``(fn,
   ∇fn)``.
   """
-  if gamma_fn is None:
-    with tf.autodiff.ForwardAccumulator(parts, tangent) as acc:
-      value, grads = value_and_gradient(fn, parts)
-      new_state = preconditioner.update(state, grads, step, batch_ndims)
-      mz = preconditioner.apply(new_state, tangent, batch_ndims,
-                                differentiable=True)
-  else:
+  if gamma_fn is not None:  # Outside the accumulator: no tangents needed.
     value, grads = value_and_grads or value_and_gradient(fn, parts)
-    with tf.autodiff.ForwardAccumulator(parts, tangent) as acc:
+  with tf.autodiff.ForwardAccumulator(parts, tangent) as acc:
+    if gamma_fn is None:
+      value, grads = value_and_gradient(fn, parts)
+      metric_grads = grads
+    else:  # Value of ∇fn, derivative of ∇gamma_fn.
       _, sub = value_and_gradient(gamma_fn, parts)
-      # Value of ∇fn, derivative of ∇gamma_fn.
-      mixed = [tf.stop_gradient(g) + (s - tf.stop_gradient(s))
-               for g, s in zip(grads, sub)]
-      new_state = preconditioner.update(state, mixed, step, batch_ndims)
-      mz = preconditioner.apply(new_state, tangent, batch_ndims,
-                                differentiable=True)
+      metric_grads = [tf.stop_gradient(g) + (s - tf.stop_gradient(s))
+                      for g, s in zip(grads, sub)]
+    new_state = preconditioner.update(state, metric_grads, step, batch_ndims)
+    mz = preconditioner.apply(new_state, tangent, batch_ndims,
+                              differentiable=True)
   jvp = acc.jvp(mz, unconnected_gradients=tf.UnconnectedGradients.ZERO)
   return value, grads, new_state, jvp
 

@@ -71,14 +71,17 @@ def _gamma_train_step(self, data):
   replicas = tf.distribute.get_strategy().num_replicas_in_sync
   captured = {}
 
-  def loss_fn():
-    y_pred = self(x, training=True)
-    captured['y_pred'] = y_pred
-    loss = self.compute_loss(x=x, y=y, y_pred=y_pred,
-                             sample_weight=sample_weight, training=True)
+  def loss_on(xb, yb, wb):
+    y_pred = self(xb, training=True)
+    loss = self.compute_loss(x=xb, y=yb, y_pred=y_pred, sample_weight=wb,
+                             training=True)
     # Keras divides the per-replica loss by the number of replicas; the
     # metric must see the local minibatch's own gradient.
-    return loss * replicas
+    return loss * replicas, y_pred
+
+  def loss_fn():
+    loss, captured['y_pred'] = loss_on(x, y, sample_weight)
+    return loss
 
   if not self.trainable_variables:  # A subclassed model's first call builds it.
     self(x, training=True)
@@ -89,13 +92,9 @@ def _gamma_train_step(self, data):
     step = tf.cast(tf.convert_to_tensor(optimizer.iterations), tf.int32)
     seed = tf.random.experimental.stateless_fold_in(
         optimizer.step_seeds(step)[0], 1)
-    xs, ys, ws = _random_rows((x, y, sample_weight), optimizer.gamma_subsample,
-                              seed)
-
-    def gamma_loss_fn():
-      loss = self.compute_loss(x=xs, y=ys, y_pred=self(xs, training=True),
-                               sample_weight=ws, training=True)
-      return loss * replicas
+    rows = _random_rows((x, y, sample_weight), optimizer.gamma_subsample,
+                        seed)
+    gamma_loss_fn = lambda: loss_on(*rows)[0]
   loss, grads, gamma = gradients_and_gamma(optimizer, loss_fn, variables,
                                            gamma_loss_fn)
   batch = tf.shape(tf.nest.flatten(x)[0])[0]

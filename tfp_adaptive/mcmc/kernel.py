@@ -162,7 +162,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           parts, grads, pstate, prev.momentum, gamma, h, p['temperature'],
           noise_seed, batch_ndims)
       new_parts, pstate, momentum, bad = self._handle_nonfinite(
-          lp, grads, parts, new_parts, prev, pstate, momentum, batch_ndims)
+          lp, parts, new_parts, prev, pstate, momentum, batch_ndims)
       results = AdaptiveSGMCMCKernelResults(
           target_log_prob=lp, preconditioner_state=pstate, momentum=momentum,
           step=prev.step + 1,
@@ -170,10 +170,13 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           seed=seed)
       return _like(new_parts, current_state), results
 
-  def _handle_nonfinite(self, lp, grads, parts, new_parts, prev, pstate,
-                        momentum, batch_ndims):
-    """Applies the ``nonfinite`` policy per chain; returns the bad-chain mask."""
-    del grads  # A NaN/Inf in ∇û, Γ or the metric reaches θ': check θ' only.
+  def _handle_nonfinite(self, lp, parts, new_parts, prev, pstate, momentum,
+                        batch_ndims):
+    """Applies the ``nonfinite`` policy per chain; returns the bad-chain mask.
+
+    A NaN/Inf in ∇û, Γ or the metric reaches θ', so θ' (and the log-prob)
+    is all that is checked.
+    """
     ok = tf.math.is_finite(lp)
     for x in new_parts:
       axes = list(range(batch_ndims, len(x.shape)))
