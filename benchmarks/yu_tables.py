@@ -16,17 +16,19 @@ epochs of 10 passes); on MNIST 100 epochs.
 
 Step sizes: Yu et al. tune ``ℓ = h·n`` per metric (their Table 4) for their
 parameterisation; ours is TFP's (metric from the loss gradient), so the
-learning rates are tuned here: ``--tune`` runs every sampler (Γ-free; the
-corrected variant keeps its sampler's rate, so Γ is compared at equal step
-size) over a log grid under each prior, on a split of the training set
-(80% fit, 20% validation, 60 passes), and picks the rate with the best
-validation log-likelihood. It writes the sweep table and
-``yu_learning_rates.json``, which a later run reads with
-``--learning-rates``; `LEARNING_RATES` holds the result of that sweep.
+learning rates are tuned here: ``--tune`` runs every configuration, the
+Γ-free samplers and the corrected variants separately (``--tune corrected``
+only the latter), over a log grid under each prior, on a split of the
+training set (80% fit, 20% validation, 60 passes), and picks the rate with
+the best validation log-likelihood. It writes the sweep table and
+``yu_learning_rates.json`` (keys ``"Monge"`` and ``"Monge (corrected)"``;
+a corrected variant without its own entry uses its sampler's rate), which a
+later run reads with ``--learning-rates``; `LEARNING_RATES` holds the result
+of that sweep.
 
     python -m benchmarks.yu_tables [--quick] [--dataset digits|mnist]
         [--seeds N] [--metrics Identity RMSprop ...] [--priors gaussian ...]
-        [--tune | --learning-rates out/yu_learning_rates.json]
+        [--tune [none] [corrected] | --learning-rates out/yu_learning_rates.json]
 """
 
 import json
@@ -69,6 +71,16 @@ def make_optimizer(name, gamma, n, seed, lr):
     return opt.ShampooSGRLD(lr, gamma=gamma, epsilon=1e-6, update_interval=10,
                             max_dim=128, **kw)
   return opt.AdamSGLD(lr, **kw)
+
+
+def rate_key(name, gamma):
+  """The key of a configuration's learning rate in `LEARNING_RATES`/JSON."""
+  return name if gamma == 'none' else '%s (%s)' % (name, gamma)
+
+
+def learning_rate(rates, name, gamma):
+  """A configuration's rate; a Γ variant without its own falls back."""
+  return rates.get(rate_key(name, gamma), rates[name])
 
 
 def configurations(quick=False):
@@ -152,8 +164,11 @@ def run_one(data, name, gamma, prior, lr, hidden, epochs, passes, burnin,
   return r
 
 
-def tune(data, samplers, priors, hidden, quick, out):
-  """Validation log-likelihood over `LR_GRID`; returns {prior: {sampler: lr}}."""
+def tune(data, configs, priors, hidden, quick, out):
+  """Validation log-likelihood over `LR_GRID` for each (sampler, gamma).
+
+  Returns ``{prior: {rate_key: lr}}``.
+  """
   x, y = data[0], data[1]
   cut = int(0.8 * len(x))
   split = (x[:cut], y[:cut], x[cut:], y[cut:])
@@ -162,31 +177,31 @@ def tune(data, samplers, priors, hidden, quick, out):
   best, rows = {}, []
   for prior in priors:
     best[prior] = {}
-    for name in samplers:
+    for name, gamma in configs:
       scores = []
       for lr in grid:
-        r = run_one(split, name, 'none', prior, lr, hidden, epochs, passes,
+        r = run_one(split, name, gamma, prior, lr, hidden, epochs, passes,
                     burnin, thinning, 0, curvature=False)
         ll = r['log_likelihood'] if r else -np.inf
         scores.append(ll if np.isfinite(ll) else -np.inf)
-        print('  tune %s %s lr=%g: validation log-lik %.3f' % (prior, name, lr,
-                                                               scores[-1]),
-              flush=True)
+        print('  tune %s %s gamma=%s lr=%g: validation log-lik %.3f'
+              % (prior, name, gamma, lr, scores[-1]), flush=True)
       i = int(np.argmax(scores))
       if np.isfinite(scores[i]):
-        best[prior][name] = grid[i]
+        best[prior][rate_key(name, gamma)] = grid[i]
       else:  # All diverged: keep the default rate, mark no winner.
         i = -1
-      rows.append([prior, name] + ['**%.3f**' % v if j == i else '%.3f' % v
-                                   for j, v in enumerate(scores)])
+      rows.append([prior, name, gamma] + ['**%.3f**' % v if j == i else
+                                          '%.3f' % v
+                                          for j, v in enumerate(scores)])
   common.write_table(
       os.path.join(out, 'yu_lr_sweep.md'),
       'Learning-rate sweep, validation log p(y|X) (%s)'
       % ('quick' if quick else 'full'),
-      ['prior', 'metric'] + ['%g' % lr for lr in grid], rows,
+      ['prior', 'metric', 'gamma'] + ['%g' % lr for lr in grid], rows,
       'Command: `python -m benchmarks.yu_tables %s`; %d%% of the training set '
       'fits, the rest validates; %d passes, burn-in %d, thinning %d steps, '
-      'gamma=none, seed 0. Best per row in bold; -inf: diverged.' % (
+      'seed 0. Best per row in bold; -inf: diverged.' % (
           ' '.join(sys.argv[1:]), 80, epochs * passes, burnin, thinning))
   with open(os.path.join(out, 'yu_learning_rates.json'), 'w') as f:
     json.dump(best, f, indent=1)
@@ -201,8 +216,9 @@ def main():
                  help='only these samplers (default: all)')
   p.add_argument('--priors', nargs='+', choices=['gaussian', 'horseshoe'],
                  help='only these priors (default: both; quick: gaussian)')
-  p.add_argument('--tune', action='store_true',
-                 help='sweep the learning rates first (validation split)')
+  p.add_argument('--tune', nargs='*', choices=['none', 'corrected'],
+                 help='sweep the learning rates first (validation split) of '
+                 'these Γ modes (no value: both)')
   p.add_argument('--learning-rates', help='JSON written by a --tune run')
   args = p.parse_args()
   out = common.out_dir(args.out)
@@ -222,9 +238,11 @@ def main():
     with open(args.learning_rates) as f:
       for prior, table in json.load(f).items():
         rates[prior].update(table)
-  if args.tune:
-    tuned = tune(data, args.metrics or SAMPLERS, priors, hidden, args.quick,
-                 out)
+  if args.tune is not None:
+    modes = args.tune or ['none', 'corrected']
+    tuned = tune(data, [c for c in configurations()
+                        if c[1] in modes and c[0] in (args.metrics or SAMPLERS)],
+                 priors, hidden, args.quick, out)
     for prior, table in tuned.items():
       rates[prior].update(table)
   configs = [(c, prior) for prior in priors
@@ -233,7 +251,7 @@ def main():
   for i, ((name, gamma), prior) in enumerate(configs):
     print('[%d/%d] %s gamma=%s prior=%s' % (i + 1, len(configs), name, gamma,
                                             prior), flush=True)
-    lr = rates[prior][name]
+    lr = learning_rate(rates[prior], name, gamma)
     runs = [run_one(data, name, gamma, prior, lr, hidden, epochs, passes,
                     burnin, thinning, s) for s in seeds]
     runs = [r for r in runs if r is not None]

@@ -4,6 +4,7 @@
 its measurement (`keras_speed.measure`, `table_rows`) in the same process.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -26,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ('benchmarks.yu_funnel', ['funnel.md', 'funnel.png'], []),
     ('benchmarks.yu_tables', ['yu_tables.md', 'yu_tables.png'], []),
     ('benchmarks.yu_tables', ['yu_lr_sweep.md', 'yu_learning_rates.json'],
-     ['--tune', '--metrics', 'Identity']),
+     ['--tune', 'corrected', '--metrics', 'RMSprop']),
     ('benchmarks.lecture_regression', ['lecture_regression.md',
                                        'lecture_batch.png', 'lecture_tau.png'],
      []),
@@ -40,3 +41,6 @@ def test_benchmark_quick_mode_writes_outputs(module, outputs, args, tmp_path):
     path = tmp_path / name
     smallest = 20 if name.endswith('.json') else 100  # JSON: one rate.
     assert path.exists() and path.stat().st_size > smallest, name
+  if '--tune' in args:  # The corrected variant got its own rate.
+    with open(tmp_path / 'yu_learning_rates.json') as f:
+      assert 'RMSprop (corrected)' in json.load(f)['gaussian']
