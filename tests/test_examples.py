@@ -18,3 +18,31 @@ def test_keras_digits_example_runs():
   assert proc.returncode == 0, proc.stderr[-3000:]
   rows = [l for l in proc.stdout.splitlines() if l.startswith('| ')]
   assert len(rows) == 3 and 'pSGLD-corrected ensemble' in rows[1]
+
+
+def test_mnist_path_offline_with_a_stand_in_for_keras_datasets(monkeypatch):
+  """`--dataset mnist` without the network: keras.datasets is replaced by
+  MNIST-shaped random images, and one Yu-protocol run goes end to end on the
+  784-400-400-10 MLP (the loader's flattening and scaling, the wide model,
+  the collector and the evaluation)."""
+  import keras  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  monkeypatch.syspath_prepend(ROOT)
+  from benchmarks import yu_tables  # pylint: disable=g-import-not-at-top
+  from examples import keras_digits  # pylint: disable=g-import-not-at-top
+
+  rng = np.random.default_rng(0)
+  fake = lambda n: (rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
+                    rng.integers(0, 10, n).astype(np.uint8))
+  monkeypatch.setattr(keras.datasets.mnist, 'load_data',
+                      lambda: (fake(300), fake(100)))
+  x, y, xt, yt = keras_digits.load('mnist')
+  assert x.shape == (300, 784) and xt.shape == (100, 784)
+  assert 0. <= x.min() and x.max() <= 1. and x.max() > 0.5
+  data = tuple(a.astype('float32') if a.dtype.kind == 'f' else a
+               for a in (x, y, xt, yt))
+  r = yu_tables.run_one(data, 'RMSprop', 'corrected', 'gaussian', 1e-5, 400,
+                        epochs=1, passes=4, burnin=2, thinning=2, seed=0,
+                        curvature=False)
+  assert r is not None and np.isfinite(r['log_likelihood'])
+  assert 0. <= r['accuracy'] <= 1.
