@@ -141,7 +141,7 @@ def main():
   out = common.out_dir(args.out)
   tfp_versus_ours(args.quick, out)
   widths = [4] if args.quick else [4, 16, 64, 256, 1024]
-  repeats = 3 if args.quick else 30
+  repeats = 3 if args.quick else 10  # Steps per compiled loop.
   rows = []
   samplers = dict(list(SAMPLERS.items())[:1]) if args.quick else SAMPLERS
   ratios = {name: [] for name in samplers}
