@@ -29,6 +29,7 @@ of that sweep.
     python -m benchmarks.yu_tables [--quick] [--dataset digits|mnist]
         [--seeds N] [--metrics Identity RMSprop ...] [--priors gaussian ...]
         [--tune [none] [corrected] | --learning-rates out/yu_learning_rates.json]
+        [--shampoo-epsilon 1e-6]
 """
 
 import json
@@ -57,6 +58,9 @@ LR_GRID = (1e-7, 1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3)
 SAMPLERS = ('Identity', 'Wenzel', 'RMSprop', 'Monge', 'Shampoo', 'Adam-SGLD')
 
 
+SHAMPOO_EPSILON = 1e-6  # Yu et al.'s ridge; `--shampoo-epsilon` changes it.
+
+
 def make_optimizer(name, gamma, n, seed, lr):
   kw = dict(data_size=n, seed=seed)
   if name == 'Identity':
@@ -68,8 +72,8 @@ def make_optimizer(name, gamma, n, seed, lr):
   if name == 'Monge':
     return opt.MongeSGRLD(lr, alpha2=1., gamma=gamma, **kw)
   if name == 'Shampoo':
-    return opt.ShampooSGRLD(lr, gamma=gamma, epsilon=1e-6, update_interval=10,
-                            max_dim=128, **kw)
+    return opt.ShampooSGRLD(lr, gamma=gamma, epsilon=SHAMPOO_EPSILON,
+                            update_interval=10, max_dim=128, **kw)
   return opt.AdamSGLD(lr, **kw)
 
 
@@ -220,7 +224,11 @@ def main():
                  help='sweep the learning rates first (validation split) of '
                  'these Γ modes (no value: both)')
   p.add_argument('--learning-rates', help='JSON written by a --tune run')
+  p.add_argument('--shampoo-epsilon', type=float, default=SHAMPOO_EPSILON,
+                 help="Shampoo's ridge ε (default: Yu et al.'s)")
   args = p.parse_args()
+  global SHAMPOO_EPSILON  # pylint: disable=global-statement
+  SHAMPOO_EPSILON = args.shampoo_epsilon
   out = common.out_dir(args.out)
   data = tuple(a.astype('float32') if a.dtype.kind == 'f' else a
                for a in keras_digits.load(args.dataset))
