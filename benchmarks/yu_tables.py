@@ -213,6 +213,7 @@ def tune(data, configs, priors, hidden, quick, out):
 
 
 def main():
+  global SHAMPOO_EPSILON  # pylint: disable=global-statement
   p = common.parser(__doc__.splitlines()[0])
   p.add_argument('--dataset', choices=['digits', 'mnist'], default='digits')
   p.add_argument('--seeds', type=int, default=3, help='seeds per cell (full)')
@@ -227,7 +228,6 @@ def main():
   p.add_argument('--shampoo-epsilon', type=float, default=SHAMPOO_EPSILON,
                  help="Shampoo's ridge ε (default: Yu et al.'s)")
   args = p.parse_args()
-  global SHAMPOO_EPSILON  # pylint: disable=global-statement
   SHAMPOO_EPSILON = args.shampoo_epsilon
   out = common.out_dir(args.out)
   data = tuple(a.astype('float32') if a.dtype.kind == 'f' else a
