@@ -195,6 +195,7 @@ def test_model_save_and_load_keep_sampler_state(tmp_path):
     (dict(nonfinite='nan'), 'nonfinite'),
     (dict(gamma_subsample=0.), 'gamma_subsample'),
     (dict(gamma_subsample=1.5), 'gamma_subsample'),
+    (dict(gamma_probability=0.), 'gamma_probability'),
 ])
 def test_bad_arguments_are_named(kwargs, name):
   kwargs = dict(dict(learning_rate=1e-3), **kwargs)
@@ -244,7 +245,7 @@ def test_gamma_in_fit_for_functional_and_subclassed_models(make):
   assert all(np.all(np.isfinite(w)) for w in model.get_weights())
 
 
-def _noiseless_steps(fraction, draws):
+def _noiseless_steps(fraction, draws, probability=1., gamma='corrected'):
   """Δθ of one noise-free corrected-PSGLD step (exact Γ) per draw of the rows."""
   x, y = [a.astype('float64') for a in _data()]
   keras.utils.set_random_seed(0)  # float64, so Δθ is not lost to rounding.
@@ -252,8 +253,8 @@ def _noiseless_steps(fraction, draws):
                             keras.layers.Dense(6, 'tanh', dtype='float64'),
                             keras.layers.Dense(1, dtype='float64')])
   opt = opt_lib.PSGLD(3e-4, data_size=64, burnin=10**6, seed=0,
-                      gamma='corrected', gamma_estimator='exact',
-                      gamma_subsample=fraction)
+                      gamma=gamma, gamma_estimator='exact',
+                      gamma_subsample=fraction, gamma_probability=probability)
   model.compile(opt, 'mse', jit_compile=True)
   tfa.keras.enable_gamma(model)
   opt.build(model.trainable_variables)
@@ -282,6 +283,20 @@ def test_gamma_subsample_in_fit_is_unbiased():
                                4.5 * se + 1e-15)
   # The half-batch Γ is a different, noisier estimate, not a copy.
   assert np.max(np.abs(half[0] - full[0])) > 10 * np.max(se)
+
+
+def test_gamma_probability_adds_gamma_over_p_on_a_random_share_of_steps():
+  """Each step is either the Γ-free one or adds Γ/p; unbiased on average."""
+  full, none = _noiseless_steps(1., 1)[0], _noiseless_steps(1., 1, gamma='none')[0]
+  with_gamma = none + (full - none) / 0.25
+  steps = _noiseless_steps(1., 200, probability=0.25)
+  hit = np.array([np.allclose(s, with_gamma, rtol=1e-9, atol=1e-15)
+                  for s in steps])
+  miss = np.array([np.allclose(s, none, rtol=1e-9, atol=1e-15) for s in steps])
+  assert np.all(hit ^ miss)
+  # Binomial(200, 0.25): mean 50, sd 6.1.
+  assert abs(hit.sum() - 50) < 4 * 6.1, hit.sum()
+  assert np.max(np.abs(full - none)) > 0  # Γ matters, so the test can fail.
 
 
 def test_schedules_and_temperature_ramp():

@@ -160,6 +160,8 @@ def test_schedule_callable_and_polynomial_decay():
     (lambda: tfa.mcmc.ShampooSGRLD(_lp, 0.1, epsilon=0.), 'epsilon'),
     (lambda: tfa.mcmc.PSGLD(_lp, 0.1, diagonal_bias=-1.), 'diagonal_bias'),
     (lambda: tfa.mcmc.PSGLD(_lp, 0.1, nonfinite='skip'), 'nonfinite'),
+    (lambda: tfa.mcmc.MongeSGRLD(_lp, 0.1, gamma_probability=1.5),
+     'gamma_probability'),
 ])
 def test_bad_arguments_name_the_argument(make, message):
   with pytest.raises((ValueError, TypeError), match=message):

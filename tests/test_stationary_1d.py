@@ -102,3 +102,16 @@ def test_adam_sgld_matches_rensmeyer_eq_35():
       'adam': lambda t: _p(t) * np.exp(-np.abs(t)) * (np.abs(t) + .1) ** .1,
       'target': _p}
   _check(kernel, predictions, 'adam', seed=8)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize('sampler', ['psgld', 'monge'])
+def test_gamma_on_a_quarter_of_the_steps_keeps_the_corrected_density(sampler):
+  """``gamma_probability=0.25``: Γ/p on a random quarter of the steps.
+
+  Unbiased drift, O(h²) extra variance: the density is still the target,
+  and still resolvably different from the Γ-free and original ones.
+  """
+  make, predictions = SAMPLERS[sampler]
+  kernel = make('corrected', 0.9).copy(gamma_probability=0.25)
+  _check(kernel, predictions(0.9), 'corrected', seed=9)

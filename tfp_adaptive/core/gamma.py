@@ -99,7 +99,7 @@ def _exact_gamma(fn, parts, preconditioner, state, step, batch_ndims,
 
 def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
                        mode='none', estimator='hutchinson', seed=None,
-                       gamma_fn=None):
+                       gamma_fn=None, probability=1.):
   """One step's log-prob, gradient, updated metric state and scaled Γ.
 
   Args:
@@ -119,14 +119,41 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
       derivative, so an unbiased `gamma_fn` (``E[∇gamma_fn] = ∇fn``) keeps Γ
       unbiased while the second-order pass runs on less data; the metric
       itself is always built from ``∇fn``. `None`: `fn`.
+    probability: ``p`` in (0, 1] (float or scalar `Tensor`): the step computes Γ with
+      probability ``p`` (one coin for all chains, drawn from `seed`) and
+      then returns ``Γ/p``, otherwise zeros. ``E[B Γ/p] = Γ``, so the drift
+      stays unbiased while the second-order pass runs on a fraction ``p`` of
+      the steps; the coin adds ``(h/2)²(1-p)/p Γ²`` of variance per step,
+      O(h²) against the O(h) injected noise (the small-step argument of
+      Hutchinson's probe and of minibatch gradients).
 
   Returns:
     ``(value, grads, new_state, gamma)`` where ``gamma`` is ``c·Γ`` (``c`` from
     `gamma_scale`) or `None` when ``mode == 'none'``.
   """
-  if mode == 'none' or not preconditioner.is_adaptive:
+  def without_gamma():
     value, grads = value_and_gradient(fn, parts)
-    return value, grads, preconditioner.update(state, grads, step, batch_ndims), None
+    return value, grads, preconditioner.update(state, grads, step, batch_ndims)
+
+  if mode == 'none' or not preconditioner.is_adaptive:
+    return without_gamma() + (None,)
+  c = gamma_scale(mode, preconditioner.decay)
+  compute = lambda scale: _scaled_gamma(
+      fn, parts, preconditioner, state, step, batch_ndims, estimator, seed,
+      gamma_fn, scale)
+  if isinstance(probability, (int, float)) and probability >= 1.:
+    return compute(c)
+  if seed is None:
+    raise ValueError('`probability` < 1 needs a `seed` for its coin.')
+  coin = tf.random.stateless_uniform(
+      [], tf.random.experimental.stateless_fold_in(seed, 2))
+  zeros = lambda: without_gamma() + ([tf.zeros_like(p) for p in parts],)
+  return tf.cond(coin < probability, lambda: compute(c / probability), zeros)
+
+
+def _scaled_gamma(fn, parts, preconditioner, state, step, batch_ndims,
+                  estimator, seed, gamma_fn, scale):
+  """`gradient_and_gamma`'s result with Γ computed and multiplied by `scale`."""
   if estimator == 'hutchinson':
     if tensors.event_size(parts, batch_ndims) == 1:
       z = [tf.ones_like(p) for p in parts]  # 1-D: the probe's sign cancels.
@@ -139,5 +166,4 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
     new_state = preconditioner.update(state, grads, step, batch_ndims)
     gamma = _exact_gamma(fn, parts, preconditioner, state, step, batch_ndims,
                          gamma_fn, None if gamma_fn is None else (value, grads))
-  c = gamma_scale(mode, preconditioner.decay)
-  return value, grads, new_state, [tf.cast(c, g.dtype) * g for g in gamma]
+  return value, grads, new_state, [tf.cast(scale, g.dtype) * g for g in gamma]

@@ -57,6 +57,10 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       in that product, so it stays unbiased while the second-order pass costs
       about this fraction; the extra variance enters the step at O(h), below
       the injected noise (the argument that justifies Hutchinson's probe).
+    gamma_probability: ``p`` in (0, 1]: each step computes Γ with
+      probability ``p`` and then adds ``Γ/p``, otherwise none (unbiased; the
+      second-order pass runs on a fraction ``p`` of the steps; see
+      `tfp_adaptive.core.gamma.gradient_and_gamma`).
     nonfinite: ``'skip'`` (default: a step whose gradient, Γ or new weights
       are NaN/Inf is not applied and `num_nonfinite` counts it) or
       ``'raise'`` (the step is not applied and, outside XLA, fails with
@@ -74,8 +78,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
 
   def __init__(self, learning_rate, data_size=1, burnin=None, temperature=1.,
                gamma='none', gamma_estimator='hutchinson', gamma_subsample=1.,
-               nonfinite='skip', seed=None, name=None, hyperparameters=None,
-               **kwargs):
+               gamma_probability=1., nonfinite='skip', seed=None, name=None,
+               hyperparameters=None, **kwargs):
     if not isinstance(learning_rate,
                       keras.optimizers.schedules.LearningRateSchedule):
       if not callable(learning_rate):
@@ -95,6 +99,9 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         'gamma_estimator', gamma_estimator, gamma_lib.GAMMA_ESTIMATORS)
     self.gamma_subsample = validation.check_number(
         'gamma_subsample', gamma_subsample, low=0., high=1., low_open=True)
+    self.gamma_probability = validation.check_number(
+        'gamma_probability', gamma_probability, low=0., high=1.,
+        low_open=True)
     self.nonfinite = validation.check_choice('nonfinite', nonfinite,
                                              NONFINITE_POLICIES)
     self.seed = _random_seed() if seed is None else validation.check_int(
@@ -192,7 +199,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
                   seed=self.seed)
     if self._supports_gamma:
       config.update(gamma=self.gamma, gamma_estimator=self.gamma_estimator,
-                    gamma_subsample=self.gamma_subsample)
+                    gamma_subsample=self.gamma_subsample,
+                    gamma_probability=self.gamma_probability)
     return config
 
   # -- the update -----------------------------------------------------------

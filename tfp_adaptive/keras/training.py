@@ -48,7 +48,8 @@ def gradients_and_gamma(optimizer, loss_fn, variables, gamma_loss_fn=None):
   sub = None if gamma_loss_fn is None else (lambda _: gamma_loss_fn())
   loss, grads, _, gamma = gamma_lib.gradient_and_gamma(
       lambda _: loss_fn(), parts, optimizer.preconditioner, pstate, step, 0,
-      mode, optimizer.gamma_estimator, probe_seed, sub)
+      mode, optimizer.gamma_estimator, probe_seed, sub,
+      optimizer.gamma_probability)
   return loss, grads, gamma
 
 

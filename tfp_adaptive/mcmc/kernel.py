@@ -60,6 +60,9 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
     validation.check_choice('gamma', gamma, gamma_lib.GAMMA_MODES)
     validation.check_choice('gamma_estimator', gamma_estimator,
                             gamma_lib.GAMMA_ESTIMATORS)
+    validation.check_number('gamma_probability',
+                            parameters.get('gamma_probability', 1.), low=0.,
+                            high=1., low_open=True)
     validation.check_choice('nonfinite', nonfinite, NONFINITE_POLICIES)
     self._algorithm = algorithm
     self._parameters = parameters
@@ -156,7 +159,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           fn, parts, self.preconditioner, prev.preconditioner_state, prev.step,
           batch_ndims, p.get('gamma', 'none'),
           p.get('gamma_estimator', 'hutchinson'), probe_seed,
-          self._gamma_log_prob(batch_seed))
+          self._gamma_log_prob(batch_seed), p.get('gamma_probability', 1.))
       h = schedules.evaluate(self.step_size, prev.step)
       new_parts, momentum = self.algorithm.update(
           parts, grads, pstate, prev.momentum, gamma, h, p['temperature'],

@@ -12,6 +12,10 @@ Common arguments:
   temperature: ``τ > 0`` (1 = Bayes posterior).
   gamma: ``'none' | 'original' | 'corrected'`` (see `tfp_adaptive.core.gamma`).
   gamma_estimator: ``'hutchinson'`` (default) or ``'exact'`` (small D only).
+  gamma_probability: ``p`` in (0, 1], default 1: a step computes Γ with
+    probability ``p`` and then adds ``Γ/p`` (unbiased; the second-order pass
+    runs on a fraction ``p`` of the steps, see
+    `tfp_adaptive.core.gamma.gradient_and_gamma`).
   nonfinite: ``'reject'`` (default: a chain whose log-prob, gradient or
     proposal is NaN/Inf keeps its previous state and metric, and
     ``kernel_results.num_nonfinite`` counts it), ``'raise'`` (outside XLA the
@@ -70,7 +74,8 @@ class PSGLD(kernel.AdaptiveSGMCMC):
   def __init__(self, target_log_prob_fn, step_size,
                preconditioner_decay_rate=0.95, diagonal_bias=1e-8,
                bias_outside_sqrt=False, temperature=1., gamma='corrected',
-               gamma_estimator='hutchinson', nonfinite='reject', name=None):
+               gamma_estimator='hutchinson', gamma_probability=1.,
+               nonfinite='reject', name=None):
     parameters = dict(locals())
     parameters.pop('self')
     parameters.pop('__class__', None)
@@ -93,7 +98,8 @@ class WenzelSGLD(kernel.AdaptiveSGMCMC):
   def __init__(self, target_log_prob_fn, step_size,
                preconditioner_decay_rate=0.95, update_interval=100,
                diagonal_bias=1e-8, temperature=1., gamma='corrected',
-               gamma_estimator='hutchinson', nonfinite='reject', name=None):
+               gamma_estimator='hutchinson', gamma_probability=1.,
+               nonfinite='reject', name=None):
     parameters = dict(locals())
     parameters.pop('self')
     parameters.pop('__class__', None)
@@ -118,7 +124,7 @@ class MongeSGRLD(kernel.AdaptiveSGMCMC):
   def __init__(self, target_log_prob_fn, step_size, alpha2=1.,
                preconditioner_decay_rate=0.9, fallback_threshold=1000.,
                temperature=1., gamma='corrected', gamma_estimator='hutchinson',
-               nonfinite='reject', name=None):
+               gamma_probability=1., nonfinite='reject', name=None):
     parameters = dict(locals())
     parameters.pop('self')
     parameters.pop('__class__', None)
@@ -144,7 +150,7 @@ class ShampooSGRLD(kernel.AdaptiveSGMCMC):
                preconditioner_decay_rate=0.9995, epsilon=1e-6,
                update_interval=1, max_dim=1024, temperature=1.,
                gamma='corrected', gamma_estimator='hutchinson',
-               nonfinite='reject', name=None):
+               gamma_probability=1., nonfinite='reject', name=None):
     parameters = dict(locals())
     parameters.pop('self')
     parameters.pop('__class__', None)
