@@ -11,7 +11,8 @@
    plus one Gaussian draw per parameter) on the same MLP, and the Γ overhead
    in `fit` (`benchmarks.keras_speed`).
 
-Writes one table, ``speed.md``, with the machine's core count.
+Writes one table, ``speed.md``, with the machine's core count, and a bar
+chart of the Keras step ratios, ``speed.png``.
 
     python -m benchmarks.speed [--quick]
 """
@@ -157,6 +158,7 @@ def main():
                      ['what', 'measured', 'ratio'], rows,
                      'Command: `python -m benchmarks.speed%s`. %s' %
                      (' --quick' if args.quick else '', keras_speed.NOTE))
+  keras_speed.plot(best, os.path.join(out, 'speed.png'))
 
 
 if __name__ == '__main__':

@@ -1,7 +1,8 @@
 """The benchmark scripts run in --quick mode and write their tables and plots.
 
 `benchmarks.keras_speed` is exercised through `benchmarks.speed`, which runs
-its measurement (`keras_speed.measure`, `table_rows`) in the same process.
+its measurement (`keras_speed.measure`, `table_rows`, `plot`) in the same
+process.
 """
 
 import json
@@ -21,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
       for k in ('table.md', 'stationary.png')], []),
     ('benchmarks.tfp_side_by_side', ['tfp_side_by_side.md',
                                      'tfp_side_by_side.png'], []),
-    ('benchmarks.speed', ['speed.md'], []),
+    ('benchmarks.speed', ['speed.md', 'speed.png'], []),
     ('benchmarks.gamma_cost', ['gamma_cost.md', 'gamma_cost.png',
                                'gamma_cost_tfp.md', 'gamma_cost_tfp.png'], []),
     ('benchmarks.yu_funnel', ['funnel.md', 'funnel.png'], []),
