@@ -287,7 +287,8 @@ def test_gamma_subsample_in_fit_is_unbiased():
 
 def test_gamma_probability_adds_gamma_over_p_on_a_random_share_of_steps():
   """Each step is either the Γ-free one or adds Γ/p; unbiased on average."""
-  full, none = _noiseless_steps(1., 1)[0], _noiseless_steps(1., 1, gamma='none')[0]
+  full = _noiseless_steps(1., 1)[0]
+  none = _noiseless_steps(1., 1, gamma='none')[0]
   with_gamma = none + (full - none) / 0.25
   steps = _noiseless_steps(1., 200, probability=0.25)
   hit = np.array([np.allclose(s, with_gamma, rtol=1e-9, atol=1e-15)

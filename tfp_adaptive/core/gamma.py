@@ -119,17 +119,19 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
       derivative, so an unbiased `gamma_fn` (``E[∇gamma_fn] = ∇fn``) keeps Γ
       unbiased while the second-order pass runs on less data; the metric
       itself is always built from ``∇fn``. `None`: `fn`.
-    probability: ``p`` in (0, 1] (float or scalar `Tensor`): the step computes Γ with
-      probability ``p`` (one coin for all chains, drawn from `seed`) and
-      then returns ``Γ/p``, otherwise zeros. ``E[B Γ/p] = Γ``, so the drift
-      stays unbiased while the second-order pass runs on a fraction ``p`` of
-      the steps; the coin adds ``(h/2)²(1-p)/p Γ²`` of variance per step,
-      O(h²) against the O(h) injected noise (the small-step argument of
-      Hutchinson's probe and of minibatch gradients).
+    probability: ``p`` in (0, 1], float or scalar `Tensor`: the step
+      computes Γ with probability ``p`` (one coin for all chains, drawn from
+      `seed`) and then returns ``c·Γ/p``, otherwise zeros. With ``B`` the
+      coin, ``E[B Γ/p] = Γ``: the drift stays unbiased while the
+      second-order pass runs on a fraction ``p`` of the steps; the coin adds
+      ``(h/2)²(1-p)/p Γ²`` of variance per step, O(h²) against the O(h)
+      injected noise (the small-step argument of Hutchinson's probe and of
+      minibatch gradients).
 
   Returns:
     ``(value, grads, new_state, gamma)`` where ``gamma`` is ``c·Γ`` (``c`` from
-    `gamma_scale`) or `None` when ``mode == 'none'``.
+    `gamma_scale`; ``c·Γ/p`` or zeros with `probability`) or `None` when
+    ``mode == 'none'``.
   """
   def without_gamma():
     value, grads = value_and_gradient(fn, parts)
