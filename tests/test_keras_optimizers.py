@@ -246,7 +246,11 @@ def test_gamma_in_fit_for_functional_and_subclassed_models(make):
 
 
 def _noiseless_steps(fraction, draws, probability=1., gamma='corrected'):
-  """Δθ of one noise-free corrected-PSGLD step (exact Γ) per draw of the rows."""
+  """Δθ of one noise-free PSGLD step (exact Γ, `gamma` mode) per draw.
+
+  Each draw is a new step number, hence a new row subset (`fraction`) and
+  a new coin (`probability`).
+  """
   x, y = [a.astype('float64') for a in _data()]
   keras.utils.set_random_seed(0)  # float64, so Δθ is not lost to rounding.
   model = keras.Sequential([keras.Input((4,), dtype='float64'),
