@@ -197,7 +197,7 @@ def test_monge_fallback_uses_the_norm_of_the_preconditioned_gradient():
   monge = core.preconditioners.Monge(decay, alpha2, threshold)
   state = core.preconditioners.MongeState(
       [tf.constant(ell0)], tf.constant((ell0 ** 2).sum(axis=(1, 2))),
-      tf.zeros([4], tf.bool))
+      tf.zeros([4], tf.bool), tf.zeros([4], tf.float64))
   new = monge.update(state, [tf.constant(grads)], tf.constant(1), 1)
   np.testing.assert_allclose(new.mean_grad[0].numpy(), ell)
   np.testing.assert_allclose(new.sq_norm.numpy(), (ell ** 2).sum(axis=(1, 2)))
@@ -224,3 +224,27 @@ def test_monge_running_norm_tracks_the_mean_gradient():
   direct = core.tensors.event_dot(state.mean_grad, state.mean_grad, 1)
   np.testing.assert_allclose(state.sq_norm.numpy(), direct.numpy(), rtol=1e-4)
 
+
+
+@pytest.mark.parametrize('name', ['monge', 'psgld', 'shampoo'])
+def test_drift_from_cached_statistics_equals_the_plain_metric_product(name):
+  """`apply_to_gradient(s·ĝ)` (Monge: ℓ·ĝ from `update`) equals `apply(s·ĝ)`."""
+  pre = {'monge': core.preconditioners.Monge(0.9, 2., fallback_threshold=30.),
+         'psgld': core.preconditioners.RMSprop(0.9, 1e-5),
+         'shampoo': core.shampoo.Shampoo(0.9, 1e-3, 1, 100)}[name]
+  rng = np.random.RandomState(7)
+  parts = [tf.zeros([3, 6, 4], tf.float64), tf.zeros([3, 4], tf.float64)]
+  state = pre.init(parts, 1)
+  fell = []
+  for t in range(4):  # Gradients of growing size: some chains fall back.
+    grads = [tf.constant(3. ** t * rng.randn(*p.shape)) for p in parts]
+    state = pre.update(state, grads, tf.constant(t), 1)
+    scaled = [-250. * g for g in grads]
+    cached = pre.apply_to_gradient(state, scaled, -250., 1)
+    plain = pre.apply(state, scaled, 1)
+    for a, b in zip(cached, plain):
+      np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-9)
+    if name == 'monge':
+      fell.append(state.fallback.numpy())
+  if name == 'monge':  # Both branches of the fallback were exercised.
+    assert np.any(fell) and not np.all(fell)

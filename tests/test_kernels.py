@@ -209,6 +209,20 @@ def test_nan_gradient_with_finite_log_prob_is_rejected(name):
   np.testing.assert_array_equal(results.num_nonfinite.numpy(), [1, 0, 0])
 
 
+def test_finite_chains_flags_every_kind_of_nonfinite_entry():
+  """Per chain: NaN, +Inf, -Inf, and +Inf/-Inf in different parts all count."""
+  a = np.zeros([5, 3], np.float32)
+  b = np.ones([5, 2, 2], np.float32)
+  a[1, 0] = np.nan
+  b[2, 1, 1] = np.inf
+  a[3, 2] = -np.inf
+  a[4, 1], b[4, 0, 0] = np.inf, -np.inf  # Would cancel to NaN in a sum too.
+  ok = tfa.core.tensors.finite_chains([tf.constant(a), tf.constant(b)], 1)
+  np.testing.assert_array_equal(ok.numpy(), [True, False, False, False, False])
+  single = tfa.core.tensors.finite_chains([tf.constant(a[0])], 0)
+  assert bool(single.numpy())
+
+
 def test_nonfinite_raise_is_reported():
   kernel = tfa.mcmc.SGLD(_nan_target, 0.5, nonfinite='raise')
   with pytest.raises((FloatingPointError, tf.errors.InvalidArgumentError),

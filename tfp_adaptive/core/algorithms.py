@@ -50,17 +50,26 @@ class Algorithm(object):
       return ()
     return [tf.zeros_like(p) for p in parts]
 
-  def drift(self, grads, pstate, momentum, batch_ndims):
-    """``M ∇û`` (or Adam-SGLD's ``∇û + a M m``) and the new momentum."""
+  def drift(self, grads, pstate, momentum, batch_ndims, gradient_scale=None):
+    """``M ∇û`` (or Adam-SGLD's ``∇û + a M m``) and the new momentum.
+
+    With `gradient_scale` ``s``, ``∇û = s ĝ`` for the gradient ``ĝ`` the
+    metric was just updated with, and the metric may reuse its statistics
+    (`Preconditioner.apply_to_gradient`).
+    """
     pre = self.preconditioner
     if not self.has_momentum:
-      return pre.apply(pstate, grads, batch_ndims), momentum
+      if gradient_scale is None:
+        return pre.apply(pstate, grads, batch_ndims), momentum
+      return (pre.apply_to_gradient(pstate, grads, gradient_scale, batch_ndims),
+              momentum)
     return diffusion.adam_sgld_drift(
         grads, momentum, lambda m: pre.apply(pstate, m, batch_ndims),
         self.momentum_decay_rate, self.drift_scale)
 
   def update(self, parts, grads, pstate, momentum, gamma, step_size,
-             temperature, noise_seed, batch_ndims, noise_scale=None):
+             temperature, noise_seed, batch_ndims, noise_scale=None,
+             gradient_scale=None):
     """One Euler–Maruyama step from the gradient ``∇û`` and the new metric.
 
     Args:
@@ -75,11 +84,16 @@ class Algorithm(object):
       batch_ndims: number of leading chain axes.
       noise_scale: optional scalar multiplying the noise (TFP's optimizer
         switches the noise off during its `burnin`).
+      gradient_scale: optional ``s`` with ``grads = s ĝ``, ``ĝ`` the gradient
+        `pstate` was updated with (1 in the kernels, ``-N`` in Keras, whose
+        metric is built from the loss gradient); lets the metric reuse its
+        statistics of ``ĝ`` in the drift.
 
     Returns:
       ``(θ_{t+1}, m_t)``.
     """
-    drift, momentum = self.drift(grads, pstate, momentum, batch_ndims)
+    drift, momentum = self.drift(grads, pstate, momentum, batch_ndims,
+                                 gradient_scale)
     xi = noise_lib.normal(parts, noise_seed)
     if self.noise_preconditioned:
       xi = self.preconditioner.apply_sqrt(pstate, xi, batch_ndims)

@@ -10,6 +10,10 @@ chains):
   ``V_t = α V_{t-1} + (1 - α) h(ĝ_t)`` (MATH.md, "The Γ term").
 * ``apply(state, vectors, batch_ndims, differentiable=False)``: ``M_t v``.
 * ``apply_sqrt(state, vectors, batch_ndims)``: ``M_t^{1/2} v``.
+* ``apply_to_gradient(state, vectors, scale, batch_ndims)``: ``M_t v`` for
+  ``v = scale · ĝ_t``, the drift's vector, where ``ĝ_t`` is the gradient of
+  the last `update`; a metric may reuse what `update` computed from ``ĝ_t``
+  (Monge's inner product ``ℓ_t·ĝ_t``).
 
 ``decay`` is the EMA rate α; the corrected Γ (Rensmeyer & Niggemann 2025,
 Algorithm 1) divides the Γ of the EMA metric by ``1 - decay``. With
@@ -37,8 +41,8 @@ __all__ = [
 
 RMSpropState = collections.namedtuple('RMSpropState', ['second_moment'])
 WenzelState = collections.namedtuple('WenzelState', ['second_moment', 'scale'])
-MongeState = collections.namedtuple('MongeState',
-                                    ['mean_grad', 'sq_norm', 'fallback'])
+MongeState = collections.namedtuple(
+    'MongeState', ['mean_grad', 'sq_norm', 'fallback', 'grad_dot'])
 
 
 class Preconditioner(object):
@@ -62,6 +66,17 @@ class Preconditioner(object):
   def apply_sqrt(self, state, vectors, batch_ndims):
     del state, batch_ndims
     return list(vectors)
+
+  def apply_to_gradient(self, state, vectors, scale, batch_ndims):
+    """``M_t v`` where ``v = scale · ĝ_t`` (``ĝ_t``: the last `update`'s gradient).
+
+    Equal to ``apply(state, vectors, batch_ndims)``; metrics override it to
+    reuse statistics of ``ĝ_t`` that `update` already computed. `scale` is a
+    Python or scalar number, e.g. ``-N`` when ``ĝ`` is a loss gradient and
+    ``v = ∇û``.
+    """
+    del scale
+    return self.apply(state, vectors, batch_ndims)
 
 
 class Identity(Preconditioner):
@@ -193,12 +208,14 @@ class Monge(Preconditioner):
   Fallback (Yu et al. 2023, App. A.4): a chain whose preconditioned gradient
   norm ``‖M ĝ‖`` exceeds ``fallback_threshold`` uses ``M = I`` for that step.
 
-  The state carries ``‖ℓ‖²`` (`sq_norm`), updated from the two inner
-  products the fallback needs anyway,
-  ``‖ℓ_t‖² = λ²‖ℓ_{t-1}‖² + 2λ(1-λ) ℓ_{t-1}·ĝ + (1-λ)²‖ĝ‖²``, so a step
-  reads the parameters for four inner products, not six (they dominate the
-  step on CPU). The recursion is contractive (factor λ²): rounding does not
-  accumulate.
+  The state carries ``‖ℓ‖²`` (`sq_norm`) and ``ℓ_t·ĝ_t`` (`grad_dot`),
+  both from the two inner products the fallback needs anyway,
+  ``‖ℓ_t‖² = λ²‖ℓ_{t-1}‖² + 2λ(1-λ) ℓ_{t-1}·ĝ + (1-λ)²‖ĝ‖²`` and
+  ``ℓ_t·ĝ = λ ℓ_{t-1}·ĝ + (1-λ)‖ĝ‖²``, so the drift ``M ĝ``
+  (`apply_to_gradient`) needs no inner product of its own and a step reads
+  the parameters for three inner products, not six (they dominate the step
+  on CPU). The norm's recursion is contractive (factor λ²): rounding does
+  not accumulate.
   """
 
   is_adaptive = True
@@ -210,8 +227,9 @@ class Monge(Preconditioner):
 
   def init(self, params, batch_ndims):
     batch = tf.shape(params[0])[:batch_ndims]
-    return MongeState([tf.zeros_like(p) for p in params],
-                      tf.zeros(batch, params[0].dtype), tf.zeros(batch, tf.bool))
+    zero = tf.zeros(batch, params[0].dtype)
+    return MongeState([tf.zeros_like(p) for p in params], zero,
+                      tf.zeros(batch, tf.bool), zero)
 
   def update(self, state, grads, step, batch_ndims):
     lam = tf.cast(self.decay, grads[0].dtype)
@@ -220,21 +238,22 @@ class Monge(Preconditioner):
     gg = tensors.event_dot(grads, grads, batch_ndims)
     sq = tf.maximum(lam * lam * state.sq_norm + 2. * lam * (1. - lam) * old_g
                     + (1. - lam) ** 2 * gg, 0.)
+    grad_dot = lam * old_g + (1. - lam) * gg
     # Fallback test: ‖M ĝ‖² = ‖ĝ‖² + (2c + c²‖ℓ‖²)(ℓ·ĝ)², c = -α²/(1 + α²‖ℓ‖²).
-    sq_, gg_, lg_ = [tf.stop_gradient(x) for x in
-                     (sq, gg, lam * old_g + (1. - lam) * gg)]
+    sq_, gg_, lg_ = [tf.stop_gradient(x) for x in (sq, gg, grad_dot)]
     a2 = tf.cast(self.alpha2, sq.dtype)
     c = -a2 / (1. + a2 * sq_)
     norm2 = gg_ + (2. * c + c * c * sq_) * lg_ * lg_
     threshold = tf.cast(self.fallback_threshold, norm2.dtype)
     fallback = ~(norm2 <= threshold * threshold)
-    return MongeState(mean_grad, sq, fallback)
+    return MongeState(mean_grad, sq, fallback, grad_dot)
 
-  def _rank_one(self, state, vectors, batch_ndims, coef_fn):
+  def _rank_one(self, state, vectors, batch_ndims, coef_fn, dot=None):
     ell = state.mean_grad
     a2 = tf.cast(self.alpha2, ell[0].dtype)
-    coef = coef_fn(a2, state.sq_norm) * tensors.event_dot(ell, vectors,
-                                                         batch_ndims)
+    if dot is None:
+      dot = tensors.event_dot(ell, vectors, batch_ndims)
+    coef = coef_fn(a2, state.sq_norm) * dot
     coef = tf.where(state.fallback, tf.zeros_like(coef), coef)
     return [x + tensors.broadcast_to_part(coef, l, batch_ndims) * l
             for x, l in zip(vectors, ell)]
@@ -242,6 +261,11 @@ class Monge(Preconditioner):
   def apply(self, state, vectors, batch_ndims, differentiable=False):
     return self._rank_one(state, vectors, batch_ndims,
                           lambda a2, sq: -a2 / (1. + a2 * sq))
+
+  def apply_to_gradient(self, state, vectors, scale, batch_ndims):
+    dot = tf.cast(scale, state.grad_dot.dtype) * state.grad_dot
+    return self._rank_one(state, vectors, batch_ndims,
+                          lambda a2, sq: -a2 / (1. + a2 * sq), dot)
 
   def apply_sqrt(self, state, vectors, batch_ndims):
     def coef(a2, sq):  # (1/sqrt(1+a s) - 1)/s without cancellation at s = 0.

@@ -6,8 +6,10 @@ __all__ = [
     'broadcast_to_part',
     'event_dot',
     'event_size',
+    'finite_chains',
     'part_event_dot',
     'part_event_mean',
+    'part_event_sum',
     'where_chains',
 ]
 
@@ -27,6 +29,26 @@ def part_event_mean(x, batch_ndims):
 def event_dot(xs, ys, batch_ndims):
   """Inner product over *all* event axes of all parts, one value per chain."""
   return tf.add_n([part_event_dot(x, y, batch_ndims) for x, y in zip(xs, ys)])
+
+
+def finite_chains(parts, batch_ndims):
+  """Per chain: are all entries of all parts finite? (batch-shaped bool)
+
+  Tested through the sum of each chain's entries, which is finite exactly
+  when all of them are, except that entries so large (~1e38 / D in float32)
+  that their sum overflows also count as non-finite. On XLA's CPU backend
+  this float sum is much cheaper than ``reduce_all(is_finite(x))``, which
+  cost pSGLD's Keras step about a third of SGD's step time (README,
+  "Speed").
+  """
+  total = tf.add_n([part_event_sum(p, batch_ndims) for p in parts])
+  return tf.math.is_finite(total)
+
+
+def part_event_sum(x, batch_ndims):
+  """Sum of `x` over the event axes of one part; shape = batch shape."""
+  axes = list(range(batch_ndims, len(x.shape)))
+  return tf.reduce_sum(x, axis=axes) if axes else x
 
 
 def event_size(parts, batch_ndims):

@@ -29,6 +29,7 @@ import keras
 
 from tfp_adaptive import validation
 from tfp_adaptive.core import gamma as gamma_lib
+from tfp_adaptive.core import tensors
 
 __all__ = ['NONFINITE_POLICIES', 'SamplerOptimizer']
 
@@ -62,7 +63,9 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       second-order pass runs on a fraction ``p`` of the steps; see
       `tfp_adaptive.core.gamma.gradient_and_gamma`).
     nonfinite: ``'skip'`` (default: a step whose gradient, Γ or new weights
-      are NaN/Inf is not applied and `num_nonfinite` counts it) or
+      are NaN/Inf is not applied and `num_nonfinite` counts it; the weights
+      are tested through their sum, so weights too large for that sum to
+      stay finite count too, see `tfp_adaptive.core.tensors.finite_chains`) or
       ``'raise'`` (the step is not applied and, outside XLA, fails with
       `tf.errors.InvalidArgumentError`; `SampleCollector` raises
       `FloatingPointError` after the batch in every mode).
@@ -268,10 +271,10 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     temperature = tf.convert_to_tensor(self._temperature_variable)
     new_parts, new_momentum = self._algorithm.update(
         parts, target_grads, new_pstate, momentum, full_gamma, learning_rate,
-        temperature, noise_seed, 0, noise_scale)
+        temperature, noise_seed, 0, noise_scale, gradient_scale=-n)
     # A NaN/Inf in the gradient, Γ or metric reaches the new weights, so
     # checking those is enough; the step is committed or skipped as a whole.
-    ok = tf.reduce_all([tf.reduce_all(tf.math.is_finite(x)) for x in new_parts])
+    ok = tensors.finite_chains(new_parts, 0)
     if self.nonfinite == 'raise':
       with tf.control_dependencies([tf.debugging.Assert(ok, [
           'Non-finite gradient, Γ or weights in %s at iteration' % self.name,

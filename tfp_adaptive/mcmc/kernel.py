@@ -163,7 +163,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
       h = schedules.evaluate(self.step_size, prev.step)
       new_parts, momentum = self.algorithm.update(
           parts, grads, pstate, prev.momentum, gamma, h, p['temperature'],
-          noise_seed, batch_ndims)
+          noise_seed, batch_ndims, gradient_scale=1.)
       new_parts, pstate, momentum, bad = self._handle_nonfinite(
           lp, parts, new_parts, prev, pstate, momentum, batch_ndims)
       results = AdaptiveSGMCMCKernelResults(
@@ -180,11 +180,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
     A NaN/Inf in ∇û, Γ or the metric reaches θ', so θ' (and the log-prob)
     is all that is checked.
     """
-    ok = tf.math.is_finite(lp)
-    for x in new_parts:
-      axes = list(range(batch_ndims, len(x.shape)))
-      finite = tf.math.is_finite(x)
-      ok &= tf.reduce_all(finite, axis=axes) if axes else finite
+    ok = tf.math.is_finite(lp) & tensors.finite_chains(new_parts, batch_ndims)
     policy = self.parameters['nonfinite']
     if policy == 'ignore':
       return new_parts, pstate, momentum, ~ok

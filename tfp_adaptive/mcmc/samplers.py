@@ -18,7 +18,10 @@ Common arguments:
     `tfp_adaptive.core.gamma.gradient_and_gamma`).
   nonfinite: ``'reject'`` (default: a chain whose log-prob, gradient or
     proposal is NaN/Inf keeps its previous state and metric, and
-    ``kernel_results.num_nonfinite`` counts it), ``'raise'`` (outside XLA the
+    ``kernel_results.num_nonfinite`` counts it; the proposal is tested
+    through the sum of its entries, so one too large for that sum to stay
+    finite counts too, see `tfp_adaptive.core.tensors.finite_chains`),
+    ``'raise'`` (outside XLA the
     step fails; `tfp_adaptive.mcmc.sample` raises after a compiled chunk), or
     ``'ignore'``.
   name: optional name scope.
