@@ -258,14 +258,16 @@ class Monge(Preconditioner):
     return [x + tensors.broadcast_to_part(coef, l, batch_ndims) * l
             for x, l in zip(vectors, ell)]
 
+  @staticmethod
+  def _metric_coef(a2, sq):  # M = I + coef ℓℓᵀ.
+    return -a2 / (1. + a2 * sq)
+
   def apply(self, state, vectors, batch_ndims, differentiable=False):
-    return self._rank_one(state, vectors, batch_ndims,
-                          lambda a2, sq: -a2 / (1. + a2 * sq))
+    return self._rank_one(state, vectors, batch_ndims, self._metric_coef)
 
   def apply_to_gradient(self, state, vectors, scale, batch_ndims):
     dot = tf.cast(scale, state.grad_dot.dtype) * state.grad_dot
-    return self._rank_one(state, vectors, batch_ndims,
-                          lambda a2, sq: -a2 / (1. + a2 * sq), dot)
+    return self._rank_one(state, vectors, batch_ndims, self._metric_coef, dot)
 
   def apply_sqrt(self, state, vectors, batch_ndims):
     def coef(a2, sq):  # (1/sqrt(1+a s) - 1)/s without cancellation at s = 0.

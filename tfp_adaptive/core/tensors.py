@@ -16,8 +16,7 @@ __all__ = [
 
 def part_event_dot(x, y, batch_ndims):
   """Sum of `x * y` over the event axes of one part; shape = batch shape."""
-  axes = list(range(batch_ndims, len(x.shape)))
-  return tf.reduce_sum(x * y, axis=axes) if axes else x * y
+  return part_event_sum(x * y, batch_ndims)
 
 
 def part_event_mean(x, batch_ndims):
