@@ -223,6 +223,30 @@ def test_finite_chains_flags_every_kind_of_nonfinite_entry():
   assert bool(single.numpy())
 
 
+@pytest.mark.parametrize('batch', [[], [3], [2, 2]])
+def test_stacked_inner_products_equal_separate_ones(batch):
+  """`event_dots` and the row-reshaped sums against NumPy, any chain shape."""
+  rng = np.random.RandomState(4)
+  shapes = [[4, 5], [], [6]]
+  xs = [np.asarray(rng.randn(*(batch + s))) for s in shapes]
+  ys = [np.asarray(rng.randn(*(batch + s))) for s in shapes]
+  axes = lambda a: tuple(range(len(batch), a.ndim))
+  want_xy = sum(np.sum(x * y, axis=axes(x)) for x, y in zip(xs, ys))
+  want_yy = sum(np.sum(y * y, axis=axes(y)) for y in ys)
+  tensors = tfa.core.tensors
+  for fn in (lambda f: f(), tf.function(lambda f: f(), jit_compile=True)):
+    xy, yy = fn(lambda: tensors.event_dots(
+        [([tf.constant(x) for x in xs], [tf.constant(y) for y in ys]),
+         ([tf.constant(y) for y in ys], [tf.constant(y) for y in ys])],
+        len(batch)))
+    np.testing.assert_allclose(xy.numpy(), want_xy, rtol=1e-12)
+    np.testing.assert_allclose(yy.numpy(), want_yy, rtol=1e-12)
+    assert xy.shape == batch
+    mean = tensors.part_event_mean(tf.constant(xs[0]), len(batch))
+    np.testing.assert_allclose(mean.numpy(), xs[0].mean(axis=axes(xs[0])),
+                               rtol=1e-12)
+
+
 def test_nonfinite_raise_is_reported():
   kernel = tfa.mcmc.SGLD(_nan_target, 0.5, nonfinite='raise')
   with pytest.raises((FloatingPointError, tf.errors.InvalidArgumentError),

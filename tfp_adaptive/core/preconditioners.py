@@ -212,10 +212,13 @@ class Monge(Preconditioner):
   both from the two inner products the fallback needs anyway,
   ``‖ℓ_t‖² = λ²‖ℓ_{t-1}‖² + 2λ(1-λ) ℓ_{t-1}·ĝ + (1-λ)²‖ĝ‖²`` and
   ``ℓ_t·ĝ = λ ℓ_{t-1}·ĝ + (1-λ)‖ĝ‖²``, so the drift ``M ĝ``
-  (`apply_to_gradient`) needs no inner product of its own and a step reads
-  the parameters for three inner products, not six (they dominate the step
-  on CPU). The norm's recursion is contractive (factor λ²): rounding does
-  not accumulate.
+  (`apply_to_gradient`) needs no inner product of its own: a step takes
+  three inner products, not six (they dominate the step on CPU), and the
+  two of `update` share one stacked reduction (`tensors.event_dots`). The
+  noise's ``ℓ_t·ξ`` stays a reduction of its own: stacking it with those
+  two (through ``ℓ_t·ξ = λ ℓ_{t-1}·ξ + (1-λ) ĝ·ξ``) made the Keras step
+  slower, as ξ must then be drawn before the update and kept. The norm's
+  recursion is contractive (factor λ²): rounding does not accumulate.
   """
 
   is_adaptive = True
@@ -234,8 +237,8 @@ class Monge(Preconditioner):
   def update(self, state, grads, step, batch_ndims):
     lam = tf.cast(self.decay, grads[0].dtype)
     mean_grad = _ema(lam, state.mean_grad, grads)
-    old_g = tensors.event_dot(state.mean_grad, grads, batch_ndims)
-    gg = tensors.event_dot(grads, grads, batch_ndims)
+    old_g, gg = tensors.event_dots(
+        [(state.mean_grad, grads), (grads, grads)], batch_ndims)
     sq = tf.maximum(lam * lam * state.sq_norm + 2. * lam * (1. - lam) * old_g
                     + (1. - lam) ** 2 * gg, 0.)
     grad_dot = lam * old_g + (1. - lam) * gg

@@ -5,6 +5,7 @@ import tensorflow as tf
 __all__ = [
     'broadcast_to_part',
     'event_dot',
+    'event_dots',
     'event_size',
     'finite_chains',
     'part_event_dot',
@@ -21,8 +22,12 @@ def part_event_dot(x, y, batch_ndims):
 
 def part_event_mean(x, batch_ndims):
   """Mean of `x` over the event axes of one part; shape = batch shape."""
-  axes = list(range(batch_ndims, len(x.shape)))
-  return tf.reduce_mean(x, axis=axes) if axes else x
+  if len(x.shape) == batch_ndims:
+    return x
+  size = x.shape[batch_ndims:].num_elements()
+  if size is None:
+    size = tf.reduce_prod(tf.shape(x)[batch_ndims:])
+  return part_event_sum(x, batch_ndims) / tf.cast(size, x.dtype)
 
 
 def event_dot(xs, ys, batch_ndims):
@@ -44,10 +49,54 @@ def finite_chains(parts, batch_ndims):
   return tf.math.is_finite(total)
 
 
+def _rows(x, batch_ndims, rows):
+  """`x` reshaped to ``batch + [rows, n]``, static batch shape kept if known."""
+  batch = x.shape[:batch_ndims]
+  if batch.is_fully_defined():
+    shape = batch.as_list() + [rows, -1]
+  else:
+    shape = tf.concat([tf.shape(x)[:batch_ndims], [rows, -1]], axis=0)
+  return tf.reshape(x, shape)
+
+
 def part_event_sum(x, batch_ndims):
-  """Sum of `x` over the event axes of one part; shape = batch shape."""
-  axes = list(range(batch_ndims, len(x.shape)))
-  return tf.reduce_sum(x, axis=axes) if axes else x
+  """Sum of `x` over the event axes of one part; shape = batch shape.
+
+  Reduced as the minor axis of a ``batch + [1, n]`` reshape: XLA's CPU
+  backend emits that as a vectorised row reduction, about 1.5x faster at
+  D = 478k than the same sum over the event axes as they are (an ad hoc
+  micro-benchmark; README, "Speed").
+  """
+  if len(x.shape) == batch_ndims:
+    return x
+  return tf.reduce_sum(_rows(x, batch_ndims, 1), axis=-1)[..., 0]
+
+
+def event_dots(pairs, batch_ndims):
+  """Several inner products over all event axes, one reduction per part.
+
+  Args:
+    pairs: list of ``(xs, ys)``, each a pair of lists of tensors shaped like
+      the parameters.
+    batch_ndims: number of leading chain axes.
+
+  Returns:
+    List of batch-shaped tensors, ``event_dot(xs, ys)`` for each pair. The
+    products of one part are stacked into ``batch + [k, n]`` and reduced
+    along the minor axis together, which on XLA's CPU backend costs about
+    as much as one such reduction, not ``k``.
+  """
+  totals = []
+  for factors in zip(*[zip(xs, ys) for xs, ys in pairs]):
+    products = [x * y for x, y in factors]
+    if len(products[0].shape) == batch_ndims:
+      totals.append(tf.stack(products, axis=-1))
+      continue
+    rows = tf.stack([_rows(p, batch_ndims, 1)[..., 0, :] for p in products],
+                    axis=-2)
+    totals.append(tf.reduce_sum(rows, axis=-1))
+  total = tf.add_n(totals)
+  return [total[..., i] for i in range(len(pairs))]
 
 
 def event_size(parts, batch_ndims):
