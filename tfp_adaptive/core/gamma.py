@@ -2,11 +2,15 @@
 
 Γ is the Jacobian-vector product of ``θ ↦ M_t(θ) z`` in the direction ``z``
 (MATH.md, "Computing Γ"), where ``M_t(θ)`` is the metric whose statistics were
-updated with the gradient at ``θ`` (the gradient is taken inside: forward-mode
-``tf.autodiff.ForwardAccumulator`` over a reverse-mode ``tf.GradientTape``).
+updated with the gradient at ``θ``. The metric sees θ only through the
+gradient ``g(θ)``, so the product is ``J_{g↦M(g)z} (H z)``: the
+Hessian-vector product ``H z`` by reverse-over-reverse ``tf.GradientTape``s,
+then the forward-mode derivative (``tf.autodiff.ForwardAccumulator``) of the
+metric along it.
 
 * ``estimator='hutchinson'``: one Rademacher ``z``, ``E[Γ̂] = Γ``, exact in 1-D,
-  about one extra gradient-sized pass on top of the gradient itself.
+  one Hessian-vector product (about two gradients) on top of the
+  gradient itself.
 * ``estimator='exact'``: sum over all basis vectors ``e_j``: D passes.
 
 Modes (Rensmeyer & Niggemann 2025, Sec. 3 and Algorithm 1):
@@ -50,22 +54,31 @@ def _metric_jvp(fn, parts, preconditioner, state, step, batch_ndims, tangent,
                 gamma_fn=None, value_and_grads=None):
   """Value, gradient, updated metric state and ``J_{θ↦M_t(θ)z}(θ) z``.
 
+  The metric depends on θ only through the gradient ``g(θ)``, so the JVP is
+  the chain rule ``J_{g↦M(g)z} (H z)``: the Hessian-vector product ``H z``
+  by reverse-over-reverse autodiff (the Hessian is symmetric), then the
+  forward-mode derivative of the metric along it. Forward-over-reverse on
+  the whole would also carry zero tangents through the model's inputs
+  (e.g. ``ẋ W`` and ``ẋᵀ δ`` of a first dense layer), which XLA keeps.
+
   With `gamma_fn`, the metric's value comes from the gradient of `fn` and its
-  derivative from the gradient of `gamma_fn` (the forward-over-reverse pass
+  derivative from the gradient of `gamma_fn` (the Hessian-vector product
   runs on `gamma_fn` only); `value_and_grads` reuses a computed ``(fn,
   ∇fn)``.
   """
-  if gamma_fn is not None:  # Outside the accumulator: no tangents needed.
+  if gamma_fn is not None:
     value, grads = value_and_grads or value_and_gradient(fn, parts)
-  with tf.autodiff.ForwardAccumulator(parts, tangent) as acc:
+  with tf.GradientTape() as outer:
+    outer.watch(parts)
     if gamma_fn is None:
       value, grads = value_and_gradient(fn, parts)
-      metric_grads = grads
-    else:  # Value of ∇fn, derivative of ∇gamma_fn.
-      _, sub = value_and_gradient(gamma_fn, parts)
-      metric_grads = [tf.stop_gradient(g) + (s - tf.stop_gradient(s))
-                      for g, s in zip(grads, sub)]
-    new_state = preconditioner.update(state, metric_grads, step, batch_ndims)
+      second = grads
+    else:
+      _, second = value_and_gradient(gamma_fn, parts)
+  hz = outer.gradient(second, parts, output_gradients=tangent,
+                      unconnected_gradients=tf.UnconnectedGradients.ZERO)
+  with tf.autodiff.ForwardAccumulator(grads, hz) as acc:
+    new_state = preconditioner.update(state, grads, step, batch_ndims)
     mz = preconditioner.apply(new_state, tangent, batch_ndims,
                               differentiable=True)
   jvp = acc.jvp(mz, unconnected_gradients=tf.UnconnectedGradients.ZERO)

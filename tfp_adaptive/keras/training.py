@@ -3,8 +3,9 @@
 A Keras optimizer only sees gradients, but Γ (Rensmeyer & Niggemann 2025,
 eq. 9) is the divergence of the metric, which depends on the weights through
 the loss gradient. `enable_gamma(model)` replaces the model's train step by
-one that runs forward-over-reverse autodiff
-(`tfp_adaptive.core.gamma.gradient_and_gamma`) on the loss and hands the
+one that runs second-order autodiff
+(`tfp_adaptive.core.gamma.gradient_and_gamma`: a Hessian-vector product,
+then the metric's forward-mode derivative) on the loss and hands the
 gradient and Γ to the optimizer. It works for Sequential, Functional and
 subclassed models, in `tf.function` and with ``jit_compile=True``.
 """
