@@ -77,11 +77,8 @@ def _metric_jvp(fn, parts, preconditioner, state, step, batch_ndims, tangent,
       _, second = value_and_gradient(gamma_fn, parts)
   hz = outer.gradient(second, parts, output_gradients=tangent,
                       unconnected_gradients=tf.UnconnectedGradients.ZERO)
-  with tf.autodiff.ForwardAccumulator(grads, hz) as acc:
-    new_state = preconditioner.update(state, grads, step, batch_ndims)
-    mz = preconditioner.apply(new_state, tangent, batch_ndims,
-                              differentiable=True)
-  jvp = acc.jvp(mz, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+  new_state, jvp = preconditioner.metric_derivative(
+      state, grads, hz, tangent, step, batch_ndims)
   return value, grads, new_state, jvp
 
 

@@ -10,6 +10,9 @@ chains):
   ``V_t = α V_{t-1} + (1 - α) h(ĝ_t)`` (MATH.md, "The Γ term").
 * ``apply(state, vectors, batch_ndims, differentiable=False)``: ``M_t v``.
 * ``apply_sqrt(state, vectors, batch_ndims)``: ``M_t^{1/2} v``.
+* ``metric_derivative(state, grads, grad_tangents, vectors, step,
+  batch_ndims)``: the updated state and ``d/dε M(ĝ + ε ġ) v`` at ε = 0, the
+  derivative of the metric along a gradient tangent (Γ, `gamma.py`).
 * ``apply_to_gradient(state, vectors, scale, batch_ndims)``: ``M_t v`` for
   ``v = scale · ĝ_t``, the drift's vector, where ``ĝ_t`` is the gradient of
   the last `update`; a metric may reuse what `update` computed from ``ĝ_t``
@@ -66,6 +69,24 @@ class Preconditioner(object):
   def apply_sqrt(self, state, vectors, batch_ndims):
     del state, batch_ndims
     return list(vectors)
+
+  def metric_derivative(self, state, grads, grad_tangents, vectors, step,
+                        batch_ndims):
+    """``(update(state, grads), d/dε [M_t(ĝ + ε ġ) v]_{ε=0})``.
+
+    The metric of this step as a function of its gradient ``ĝ`` (`grads`),
+    differentiated along ``ġ`` (`grad_tangents`) and applied to `vectors`:
+    with ``ġ = H z`` and ``v = z`` this is the Hutchinson sample of Γ
+    (Rensmeyer & Niggemann 2025, eq. 9; `gamma.py`). Forward-mode autodiff
+    through `update` and ``apply(..., differentiable=True)``; metrics may
+    override it with a closed form that needs fewer passes over the
+    parameters (Monge).
+    """
+    with tf.autodiff.ForwardAccumulator(grads, grad_tangents) as acc:
+      new_state = self.update(state, grads, step, batch_ndims)
+      mv = self.apply(new_state, vectors, batch_ndims, differentiable=True)
+    return new_state, acc.jvp(
+        mv, unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
   def apply_to_gradient(self, state, vectors, scale, batch_ndims):
     """``M_t v`` where ``v = scale · ĝ_t`` (``ĝ_t``: the last `update`'s gradient).
@@ -264,6 +285,39 @@ class Monge(Preconditioner):
   @staticmethod
   def _metric_coef(a2, sq):  # M = I + coef ℓℓᵀ.
     return -a2 / (1. + a2 * sq)
+
+  def metric_derivative(self, state, grads, grad_tangents, vectors, step,
+                        batch_ndims):
+    """Closed form of the derivative of ``M v = v + c(s) ℓ (ℓ·v)``.
+
+    With ``s = ‖ℓ_t‖²``, ``c(s) = -α²/(1 + α²s)`` and ``ℓ̇ = (1-λ) ġ``:
+    ``ṡ = 2 ℓ_t·ℓ̇`` and the derivative is
+    ``c'(s) ṡ (ℓ·v) ℓ + c (ℓ·v) ℓ̇ + c (ℓ̇·v) ℓ`` with ``c'(s) = c(s)²``.
+    Its three inner products ``ℓ·v``, ``ℓ·ġ``, ``ġ·v`` share
+    one stacked reduction, where forward-mode autodiff takes four passes.
+    A chain on the fallback (M = I) gets 0, as in `apply`.
+    """
+    new_state = self.update(state, grads, step, batch_ndims)
+    ell = new_state.mean_grad
+    lv, lg, gv = tensors.event_dots(
+        [(ell, vectors), (ell, grad_tangents), (grad_tangents, vectors)],
+        batch_ndims)
+    lam = tf.cast(self.decay, lv.dtype)
+    a2 = tf.cast(self.alpha2, lv.dtype)
+    c = self._metric_coef(a2, new_state.sq_norm)
+    s_dot = 2. * (1. - lam) * lg
+    # `update` clips ‖ℓ‖² at 0 against rounding; the derivative ignores it.
+    coef_ell = c * c * s_dot * lv
+    coef_tan = c * (1. - lam) * lv
+    coef_ell = coef_ell + c * (1. - lam) * gv
+    zero = tf.zeros_like(c)
+    coef_ell = tf.where(new_state.fallback, zero, coef_ell)
+    coef_tan = tf.where(new_state.fallback, zero, coef_tan)
+    out = []
+    for l, g in zip(ell, grad_tangents):
+      out.append(tensors.broadcast_to_part(coef_ell, l, batch_ndims) * l +
+                 tensors.broadcast_to_part(coef_tan, g, batch_ndims) * g)
+    return new_state, out
 
   def apply(self, state, vectors, batch_ndims, differentiable=False):
     return self._rank_one(state, vectors, batch_ndims, self._metric_coef)
