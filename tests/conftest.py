@@ -26,3 +26,17 @@ def pytest_configure(config):
 @pytest.fixture
 def scale():
   return stat_scale()
+
+
+@pytest.fixture
+def noise_draw_seeds(monkeypatch):
+  """The seed of every `tfp_adaptive.core.noise.normal` draw, in order (eager)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from tfp_adaptive.core import noise  # pylint: disable=g-import-not-at-top
+  seeds, draw = [], noise.normal
+
+  def normal(parts, seed):
+    seeds.append(tuple(np.asarray(seed).tolist()))
+    return draw(parts, seed)
+  monkeypatch.setattr(noise, 'normal', normal)
+  return seeds

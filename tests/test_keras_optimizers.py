@@ -318,3 +318,13 @@ def test_schedules_and_temperature_ramp():
   np.testing.assert_allclose(
       float(model.optimizer.temperature_variable.numpy()), 0.1 + 0.9 * 3 / 8,
       rtol=1e-6)
+
+
+def test_hutchinson_probe_is_the_sign_of_the_step_noise(noise_draw_seeds):
+  """In `fit`, Γ's probe and the optimizer's noise come from one seed."""
+  seeds = noise_draw_seeds
+  model, _ = _compiled(tfa.keras.optimizers.MongeSGRLD, 'eager')
+  x, y = _data()
+  model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0)
+  assert len(seeds) == 8 and seeds[0::2] == seeds[1::2]
+  assert len(set(seeds)) == 4

@@ -341,3 +341,17 @@ def test_minibatch_log_prob_scales_and_uses_seed():
   kernel = tfa.mcmc.PSGLD(fn, 1e-3)
   out = _run(kernel, tf.zeros([1]), jit=True)
   assert np.all(np.isfinite(out.numpy()))
+
+
+@pytest.mark.parametrize('probability', [1., 0.5])
+def test_hutchinson_probe_is_the_sign_of_the_step_noise(noise_draw_seeds,
+                                                        probability):
+  """Γ's probe and the injected noise come from one draw (one seed)."""
+  seeds = noise_draw_seeds
+  kernel = tfa.mcmc.PSGLD(_lp_parts, 0.01, gamma_probability=probability)
+  state = [tf.ones([2, 3, 4]), tf.ones([2, 4])]
+  results = kernel.bootstrap_results(state)
+  for i in range(3):
+    state, results = kernel.one_step(state, results, seed=(i, 7))
+  assert len(seeds) == 6 and seeds[0::2] == seeds[1::2]
+  assert len(set(seeds)) == 3

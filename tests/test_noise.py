@@ -53,3 +53,18 @@ def test_rademacher_probes_are_fair_signs():
   assert set(np.unique(z)) == {-1., 1.} and scalar in (-1., 1.)
   assert abs(z.mean()) < 5 / np.sqrt(n)
   assert abs(np.mean(z[1:] * z[:-1])) < 5 / np.sqrt(n)
+
+
+def test_signs_of_normal_noise_are_fair_and_independent_of_its_size():
+  """The Hutchinson probe drawn from the noise: z = sign(ξ) ⟂ |ξ|."""
+  n = 10**6
+  draw = tf.function(lambda s: noise.normal([tf.zeros([n])], s),
+                     jit_compile=True)
+  xi = draw(tf.constant([3, 4]))
+  z = noise.signs(xi)[0].numpy()
+  xi = xi[0].numpy()
+  assert set(np.unique(z)) == {-1., 1.}
+  np.testing.assert_array_equal(z * xi, np.abs(xi))
+  assert abs(z.mean()) < 5 / np.sqrt(n)
+  assert abs(np.corrcoef(z, np.abs(xi))[0, 1]) < 5 / np.sqrt(n)
+  assert abs(np.mean(z[1:] * z[:-1])) < 5 / np.sqrt(n)

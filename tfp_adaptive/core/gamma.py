@@ -10,7 +10,12 @@ metric along it.
 
 * ``estimator='hutchinson'``: one Rademacher ``z``, ``E[Γ̂] = Γ``, exact in 1-D,
   one Hessian-vector product (about two gradients) on top of the
-  gradient itself.
+  gradient itself. Given the step's noise seed, ``z`` is the sign of the
+  step's own standard normal ``ξ`` (`noise.signs`), which is Rademacher and
+  independent of ``|ξ|``; ``Γ̂`` is even in ``z``, so ``E[Γ̂ ξᵀ]`` has only odd
+  moments of ``z`` and vanishes: the step's mean and covariance are those of
+  an independent probe, and under XLA the probe costs no random numbers of
+  its own (the two draws of ``ξ`` are one computation).
 * ``estimator='exact'``: sum over all basis vectors ``e_j``: D passes.
 
 Modes (Rensmeyer & Niggemann 2025, Sec. 3 and Algorithm 1):
@@ -109,7 +114,7 @@ def _exact_gamma(fn, parts, preconditioner, state, step, batch_ndims,
 
 def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
                        mode='none', estimator='hutchinson', seed=None,
-                       gamma_fn=None, probability=1.):
+                       gamma_fn=None, probability=1., noise_seed=None):
   """One step's log-prob, gradient, updated metric state and scaled Γ.
 
   Args:
@@ -122,7 +127,8 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
     batch_ndims: number of leading chain axes.
     mode: ``'none' | 'original' | 'corrected'``.
     estimator: ``'hutchinson' | 'exact'``.
-    seed: stateless seed of the Hutchinson probe.
+    seed: stateless seed of the Hutchinson probe when no `noise_seed` is
+      given, and of the `probability` coin.
     gamma_fn: optional callable like `fn` whose gradient's derivative
       (Hessian-vector product) stands in for that of `fn` in Γ, e.g. the
       log-target on a random part of the minibatch. Γ is linear in that
@@ -137,6 +143,11 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
       ``(h/2)²(1-p)/p Γ²`` of variance per step, O(h²) against the O(h)
       injected noise (the small-step argument of Hutchinson's probe and of
       minibatch gradients).
+    noise_seed: optional stateless seed of the step's injected noise (the
+      one given to `Algorithm.update`): the Hutchinson probe is then the sign
+      of that noise, ``noise.signs(noise.normal(parts, noise_seed))``, rather
+      than a Rademacher draw of its own from `seed` (see the module
+      docstring). Same distribution of the step; under XLA one draw fewer.
 
   Returns:
     ``(value, grads, new_state, gamma)`` where ``gamma`` is ``c·Γ`` (``c`` from
@@ -150,8 +161,13 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
   if mode == 'none' or not preconditioner.is_adaptive:
     return without_gamma() + (None,)
   c = gamma_scale(mode, preconditioner.decay)
+  probe = None
+  if estimator == 'hutchinson':
+    # Drawn outside any `tf.cond` below, where XLA can merge it with the
+    # update's draw of the same noise.
+    probe = _probe(parts, batch_ndims, seed, noise_seed)
   compute = lambda scale: _scaled_gamma(
-      fn, parts, preconditioner, state, step, batch_ndims, estimator, seed,
+      fn, parts, preconditioner, state, step, batch_ndims, estimator, probe,
       gamma_fn, scale)
   if isinstance(probability, (int, float)) and probability >= 1.:
     return compute(c)
@@ -163,16 +179,23 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
   return tf.cond(coin < probability, lambda: compute(c / probability), zeros)
 
 
+def _probe(parts, batch_ndims, seed, noise_seed):
+  """Hutchinson's ``z``: ±1, the signs of the step's noise given its seed."""
+  if tensors.event_size(parts, batch_ndims) == 1:
+    return [tf.ones_like(p) for p in parts]  # 1-D: the probe's sign cancels.
+  if noise_seed is not None:
+    return noise_lib.signs(noise_lib.normal(parts, noise_seed))
+  if seed is None:
+    raise ValueError('The Hutchinson estimator needs a `seed` or `noise_seed`.')
+  return noise_lib.rademacher(parts, seed)
+
+
 def _scaled_gamma(fn, parts, preconditioner, state, step, batch_ndims,
-                  estimator, seed, gamma_fn, scale):
+                  estimator, probe, gamma_fn, scale):
   """`gradient_and_gamma`'s result with Γ computed and multiplied by `scale`."""
   if estimator == 'hutchinson':
-    if tensors.event_size(parts, batch_ndims) == 1:
-      z = [tf.ones_like(p) for p in parts]  # 1-D: the probe's sign cancels.
-    else:
-      z = noise_lib.rademacher(parts, seed)
     value, grads, new_state, gamma = _metric_jvp(
-        fn, parts, preconditioner, state, step, batch_ndims, z, gamma_fn)
+        fn, parts, preconditioner, state, step, batch_ndims, probe, gamma_fn)
   else:
     value, grads = value_and_gradient(fn, parts)
     new_state = preconditioner.update(state, grads, step, batch_ndims)

@@ -20,7 +20,7 @@ try:  # Private, but the only way to ask whether we are being XLA-compiled.
 except ImportError:  # pragma: no cover
   control_flow_util = None
 
-__all__ = ['algorithm', 'erfinv_float32', 'normal', 'rademacher']
+__all__ = ['algorithm', 'erfinv_float32', 'normal', 'rademacher', 'signs']
 
 # Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011),
 # single precision: central branch in w - 2.5, tail branch in sqrt(w) - 3,
@@ -97,3 +97,13 @@ def rademacher(parts, seed):
                                        dtype=tf.int32, alg=alg)
     out.append(tf.cast(2 * bits - 1, p.dtype))
   return out
+
+
+def signs(noise):
+  """``±1`` with the signs of each part of `noise` (``+1`` at exact zeros).
+
+  For standard normal `noise` these are Rademacher probes independent of
+  ``|noise|``: `tfp_adaptive.core.gamma` uses the signs of a step's own noise
+  as its Hutchinson probe.
+  """
+  return [tf.where(x < 0, -tf.ones_like(x), tf.ones_like(x)) for x in noise]

@@ -159,7 +159,8 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           fn, parts, self.preconditioner, prev.preconditioner_state, prev.step,
           batch_ndims, p.get('gamma', 'none'),
           p.get('gamma_estimator', 'hutchinson'), probe_seed,
-          self._gamma_log_prob(batch_seed), p.get('gamma_probability', 1.))
+          self._gamma_log_prob(batch_seed), p.get('gamma_probability', 1.),
+          noise_seed=noise_seed)
       h = schedules.evaluate(self.step_size, prev.step)
       new_parts, momentum = self.algorithm.update(
           parts, grads, pstate, prev.momentum, gamma, h, p['temperature'],
