@@ -30,13 +30,21 @@ def scale():
 
 @pytest.fixture
 def noise_draw_seeds(monkeypatch):
-  """The seed of every `tfp_adaptive.core.noise.normal` draw, in order (eager)."""
+  """Seeds of `noise.normal` and `noise.normal_signs` draws: ``{name: [seed]}``.
+
+  Eager only (the seeds are read as NumPy values).
+  """
   import numpy as np  # pylint: disable=g-import-not-at-top
   from tfp_adaptive.core import noise  # pylint: disable=g-import-not-at-top
-  seeds, draw = [], noise.normal
+  seeds = {'normal': [], 'normal_signs': []}
 
-  def normal(parts, seed):
-    seeds.append(tuple(np.asarray(seed).tolist()))
-    return draw(parts, seed)
-  monkeypatch.setattr(noise, 'normal', normal)
+  def recording(name):
+    draw = getattr(noise, name)
+
+    def wrapped(parts, seed):
+      seeds[name].append(tuple(np.asarray(seed).tolist()))
+      return draw(parts, seed)
+    return wrapped
+  for name in seeds:
+    monkeypatch.setattr(noise, name, recording(name))
   return seeds

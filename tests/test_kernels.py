@@ -353,5 +353,5 @@ def test_hutchinson_probe_is_the_sign_of_the_step_noise(noise_draw_seeds,
   results = kernel.bootstrap_results(state)
   for i in range(3):
     state, results = kernel.one_step(state, results, seed=(i, 7))
-  assert len(seeds) == 6 and seeds[0::2] == seeds[1::2]
-  assert len(set(seeds)) == 3
+  assert seeds['normal_signs'] == seeds['normal']
+  assert len(set(seeds['normal'])) == 3

@@ -1,6 +1,7 @@
 """The samplers' random numbers: algorithm choice, the XLA normal, the probes."""
 
 import numpy as np
+import pytest
 import scipy.special
 import scipy.stats
 import tensorflow as tf
@@ -53,6 +54,20 @@ def test_rademacher_probes_are_fair_signs():
   assert set(np.unique(z)) == {-1., 1.} and scalar in (-1., 1.)
   assert abs(z.mean()) < 5 / np.sqrt(n)
   assert abs(np.mean(z[1:] * z[:-1])) < 5 / np.sqrt(n)
+
+
+@pytest.mark.parametrize('jit', [False, True])
+@pytest.mark.parametrize('dtype', [tf.float32, tf.float64])
+def test_normal_signs_are_the_signs_of_the_same_normal_draw(jit, dtype):
+  """`normal_signs` skips the normals under XLA but must equal their signs."""
+  parts = [tf.zeros([300, 7], dtype), tf.zeros([5], dtype), tf.zeros([], dtype)]
+  both = tf.function(lambda s: (noise.normal(parts, s),
+                                noise.normal_signs(parts, s)),
+                     jit_compile=jit)
+  xi, z = both(tf.constant([8, 1]))
+  for x, sign in zip(xi, z):
+    np.testing.assert_array_equal(sign.numpy(), np.where(x.numpy() < 0, -1, 1))
+    assert sign.dtype == dtype
 
 
 def test_signs_of_normal_noise_are_fair_and_independent_of_its_size():

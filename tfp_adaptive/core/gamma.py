@@ -11,11 +11,12 @@ metric along it.
 * ``estimator='hutchinson'``: one Rademacher ``z``, ``E[Γ̂] = Γ``, exact in 1-D,
   one Hessian-vector product (about two gradients) on top of the
   gradient itself. Given the step's noise seed, ``z`` is the sign of the
-  step's own standard normal ``ξ`` (`noise.signs`), which is Rademacher and
-  independent of ``|ξ|``; ``Γ̂`` is even in ``z``, so ``E[Γ̂ ξᵀ]`` has only odd
-  moments of ``z`` and vanishes: the step's mean and covariance are those of
-  an independent probe, and under XLA the probe costs no random numbers of
-  its own (the two draws of ``ξ`` are one computation).
+  step's own standard normal ``ξ`` (`noise.normal_signs`), which is
+  Rademacher and independent of ``|ξ|``; ``Γ̂`` is even in ``z``, so
+  ``E[Γ̂ ξᵀ]`` has only odd moments of ``z`` and vanishes: the step's mean
+  and covariance are those of an independent probe, and under XLA the probe
+  costs no random numbers of its own (the noise's uniform draw is computed
+  once and the probe is its sign).
 * ``estimator='exact'``: sum over all basis vectors ``e_j``: D passes.
 
 Modes (Rensmeyer & Niggemann 2025, Sec. 3 and Algorithm 1):
@@ -145,7 +146,7 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
       minibatch gradients).
     noise_seed: optional stateless seed of the step's injected noise (the
       one given to `Algorithm.update`): the Hutchinson probe is then the sign
-      of that noise, ``noise.signs(noise.normal(parts, noise_seed))``, rather
+      of that noise, ``noise.normal_signs(parts, noise_seed)``, rather
       than a Rademacher draw of its own from `seed` (see the module
       docstring). Same distribution of the step; under XLA one draw fewer.
 
@@ -180,11 +181,14 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
 
 
 def _probe(parts, batch_ndims, seed, noise_seed):
-  """Hutchinson's ``z``: ±1, the signs of the step's noise given its seed."""
+  """Hutchinson's ``z``: ±1, the signs of the step's noise given its seed.
+
+  Without `noise_seed`, an independent Rademacher draw from `seed`.
+  """
   if tensors.event_size(parts, batch_ndims) == 1:
     return [tf.ones_like(p) for p in parts]  # 1-D: the probe's sign cancels.
   if noise_seed is not None:
-    return noise_lib.signs(noise_lib.normal(parts, noise_seed))
+    return noise_lib.normal_signs(parts, noise_seed)
   if seed is None:
     raise ValueError('The Hutchinson estimator needs a `seed` or `noise_seed`.')
   return noise_lib.rademacher(parts, seed)

@@ -20,7 +20,8 @@ try:  # Private, but the only way to ask whether we are being XLA-compiled.
 except ImportError:  # pragma: no cover
   control_flow_util = None
 
-__all__ = ['algorithm', 'erfinv_float32', 'normal', 'rademacher', 'signs']
+__all__ = ['algorithm', 'erfinv_float32', 'normal', 'normal_signs', 'rademacher',
+           'signs']
 
 # Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011),
 # single precision: central branch in w - 2.5, tail branch in sqrt(w) - 3,
@@ -67,25 +68,46 @@ def erfinv_float32(x):
   return tf.where(w < 5., central, tail) * x
 
 
-def _fast_normal(shape, seed):
-  low = np.nextafter(np.float32(-1.), np.float32(0.))  # erfinv(-1) = -inf.
-  u = tf.random.stateless_uniform(shape, seed, minval=low, maxval=1.,
-                                  dtype=tf.float32, alg='threefry')
-  return math.sqrt(2.) * erfinv_float32(u)
+def _symmetric_uniform(shape, seed):
+  """``U(-1, 1)`` without -1 (``erfinv(-1) = -inf``), Threefry, float32."""
+  low = np.nextafter(np.float32(-1.), np.float32(0.))
+  return tf.random.stateless_uniform(shape, seed, minval=low, maxval=1.,
+                                     dtype=tf.float32, alg='threefry')
+
+
+def _draws(parts, seed):
+  """``(shape, dtype, seed, fast)`` per part; `fast`: float32 under XLA."""
+  seeds = tfp.random.split_seed(seed, n=len(parts))
+  alg = algorithm()
+  return [(tf.shape(p), p.dtype, s, alg == 'threefry' and p.dtype == tf.float32)
+          for p, s in zip(parts, seeds)], alg
 
 
 def normal(parts, seed):
   """Standard normal noise shaped like each part, one split seed per part."""
-  seeds = tfp.random.split_seed(seed, n=len(parts))
-  alg = algorithm()
+  draws, alg = _draws(parts, seed)
   out = []
-  for p, s in zip(parts, seeds):
-    if alg == 'threefry' and p.dtype == tf.float32:
-      out.append(_fast_normal(tf.shape(p), s))
+  for shape, dtype, s, fast in draws:
+    if fast:
+      out.append(math.sqrt(2.) * erfinv_float32(_symmetric_uniform(shape, s)))
     else:
-      out.append(tf.random.stateless_normal(tf.shape(p), seed=s, dtype=p.dtype,
+      out.append(tf.random.stateless_normal(shape, seed=s, dtype=dtype,
                                             alg=alg))
   return out
+
+
+def normal_signs(parts, seed):
+  """``signs(normal(parts, seed))``, without the normals where it can.
+
+  Under XLA (float32) the sign of ``sqrt(2) erfinv(u)`` is that of ``u``, so
+  only the uniform draw is shared with `normal`: XLA computes it once and
+  keeps the ``erfinv`` fused into the noise's own consumer.
+  """
+  draws, alg = _draws(parts, seed)
+  return signs([
+      _symmetric_uniform(shape, s) if fast else
+      tf.random.stateless_normal(shape, seed=s, dtype=dtype, alg=alg)
+      for shape, dtype, s, fast in draws])
 
 
 def rademacher(parts, seed):
