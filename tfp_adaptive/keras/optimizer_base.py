@@ -179,7 +179,12 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     return tf.nest.pack_sequence_as(self._state_template, leaves)
 
   def step_seeds(self, step):
-    """Stateless seeds ``(probe, noise)`` of the step numbered `step`."""
+    """Stateless seeds ``(gamma, noise)`` of the step numbered `step`.
+
+    The first seeds Γ's coin (``gamma_probability``) and minibatch subsample
+    (``gamma_subsample``); the second the injected noise, whose signs are
+    also Hutchinson's probe (`tfp_adaptive.core.gamma`).
+    """
     base = tf.constant([self.seed, 0x5eed], tf.int32)
     step_seed = tf.random.experimental.stateless_fold_in(
         base, tf.cast(step, tf.int32))

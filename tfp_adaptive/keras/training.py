@@ -44,12 +44,12 @@ def gradients_and_gamma(optimizer, loss_fn, variables, gamma_loss_fn=None):
   parts = [v.value for v in variables]
   step = tf.cast(tf.convert_to_tensor(optimizer.iterations), tf.int32)
   pstate, _ = optimizer.sampler_state()
-  probe_seed, noise_seed = optimizer.step_seeds(step)
+  gamma_seed, noise_seed = optimizer.step_seeds(step)
   mode = optimizer.gamma if optimizer.needs_gamma else 'none'
   sub = None if gamma_loss_fn is None else (lambda _: gamma_loss_fn())
   loss, grads, _, gamma = gamma_lib.gradient_and_gamma(
       lambda _: loss_fn(), parts, optimizer.preconditioner, pstate, step, 0,
-      mode, optimizer.gamma_estimator, probe_seed, sub,
+      mode, optimizer.gamma_estimator, gamma_seed, sub,
       optimizer.gamma_probability, noise_seed=noise_seed)
   return loss, grads, gamma
 

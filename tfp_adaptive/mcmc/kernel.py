@@ -151,14 +151,14 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
       p = self.parameters
       prev = previous_kernel_results
       seed = tfp.random.sanitize_seed(seed, salt='AdaptiveSGMCMC')
-      batch_seed, probe_seed, noise_seed = tfp.random.split_seed(seed, n=3)
+      batch_seed, gamma_seed, noise_seed = tfp.random.split_seed(seed, n=3)
       parts = [tf.convert_to_tensor(x) for x in _as_list(current_state)]
       batch_ndims = prev.target_log_prob.shape.rank
       fn = lambda xs: self._log_prob(xs, batch_seed)
       lp, grads, pstate, gamma = gamma_lib.gradient_and_gamma(
           fn, parts, self.preconditioner, prev.preconditioner_state, prev.step,
           batch_ndims, p.get('gamma', 'none'),
-          p.get('gamma_estimator', 'hutchinson'), probe_seed,
+          p.get('gamma_estimator', 'hutchinson'), gamma_seed,
           self._gamma_log_prob(batch_seed), p.get('gamma_probability', 1.),
           noise_seed=noise_seed)
       h = schedules.evaluate(self.step_size, prev.step)
