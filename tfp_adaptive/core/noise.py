@@ -75,25 +75,28 @@ def _symmetric_uniform(shape, seed):
                                      dtype=tf.float32, alg='threefry')
 
 
-def _draws(parts, seed):
-  """``(shape, dtype, seed, fast)`` per part; `fast`: float32 under XLA."""
+def _sources(parts, seed):
+  """The random draw behind `normal`, per part, one split seed per part.
+
+  ``(u, True)``: the uniform of the erfinv path (float32 under XLA);
+  ``(ξ, False)``: TF's own normal (other dtypes, or not compiled).
+  """
   seeds = tfp.random.split_seed(seed, n=len(parts))
   alg = algorithm()
-  return [(tf.shape(p), p.dtype, s, alg == 'threefry' and p.dtype == tf.float32)
-          for p, s in zip(parts, seeds)], alg
+  out = []
+  for p, s in zip(parts, seeds):
+    if alg == 'threefry' and p.dtype == tf.float32:
+      out.append((_symmetric_uniform(tf.shape(p), s), True))
+    else:
+      out.append((tf.random.stateless_normal(tf.shape(p), seed=s,
+                                             dtype=p.dtype, alg=alg), False))
+  return out
 
 
 def normal(parts, seed):
   """Standard normal noise shaped like each part, one split seed per part."""
-  draws, alg = _draws(parts, seed)
-  out = []
-  for shape, dtype, s, fast in draws:
-    if fast:
-      out.append(math.sqrt(2.) * erfinv_float32(_symmetric_uniform(shape, s)))
-    else:
-      out.append(tf.random.stateless_normal(shape, seed=s, dtype=dtype,
-                                            alg=alg))
-  return out
+  return [math.sqrt(2.) * erfinv_float32(x) if uniform else x
+          for x, uniform in _sources(parts, seed)]
 
 
 def normal_signs(parts, seed):
@@ -103,11 +106,7 @@ def normal_signs(parts, seed):
   only the uniform draw is shared with `normal`: XLA computes it once and
   keeps the ``erfinv`` fused into the noise's own consumer.
   """
-  draws, alg = _draws(parts, seed)
-  return signs([
-      _symmetric_uniform(shape, s) if fast else
-      tf.random.stateless_normal(shape, seed=s, dtype=dtype, alg=alg)
-      for shape, dtype, s, fast in draws])
+  return signs([x for x, _ in _sources(parts, seed)])
 
 
 def rademacher(parts, seed):
