@@ -1,4 +1,4 @@
-"""Installs tfp_adaptive; extras: `test` (pytest, scikit-learn), `bench` (matplotlib, tqdm, scikit-learn)."""
+"""Installs tfp_adaptive; extras: `test` (pytest, pytest-xdist, scikit-learn), `bench` (matplotlib, tqdm, scikit-learn)."""
 
 import setuptools
 
@@ -21,7 +21,7 @@ setuptools.setup(
         'scipy',
     ],
     extras_require={
-        'test': ['pytest', 'scikit-learn', 'matplotlib', 'tqdm'],
+        'test': ['pytest', 'pytest-xdist', 'scikit-learn', 'matplotlib', 'tqdm'],
         'bench': ['matplotlib', 'tqdm', 'scikit-learn'],
     },
 )
