@@ -148,6 +148,47 @@ def test_subsampled_gamma_is_unbiased(name):
   assert probes[0].numpy().std(0).mean() > full[0].numpy().std(0).mean()
 
 
+@pytest.mark.parametrize('estimator,subsample', [
+    ('hutchinson', False), ('hutchinson', True), ('exact', False)])
+def test_coin_adds_gamma_over_p_or_nothing_to_the_same_step(estimator,
+                                                            subsample):
+  """``probability=p``: value, gradient and metric as without the coin; Γ is
+  the p = 1 Γ divided by p (same probe) or zeros, in graph mode, where only
+  Γ's second-order pass sits in the `tf.cond`."""
+  pre = PRECONDITIONERS['monge']()
+  parts = theta([2])
+  state = _warm_state(pre, parts, 1)
+  mask = np.random.RandomState(3).rand(2, 9) < 0.5
+  gamma_fn = None
+  if subsample:
+    gamma_fn = lambda p: log_prob(p, tf.constant(2. * mask, tf.float64))
+
+  @tf.function
+  def run(seed, probability):
+    return core.gradient_and_gamma(
+        log_prob, parts, pre, state, tf.constant(1), 1, 'corrected',
+        estimator, seed, gamma_fn, probability,
+        noise_seed=tf.constant((7, 8), tf.int32))
+
+  full = run(tf.constant((0, 0), tf.int32), 1.)
+  assert max(float(tf.reduce_max(tf.abs(g))) for g in full[-1]) > 1e-3
+  flat = lambda xs: np.concatenate([np.ravel(x) for x in tf.nest.flatten(xs)])
+  outcomes = set()
+  for k in range(16):
+    out = run(tf.constant((k, 1), tf.int32), 0.5)
+    for got, want in zip(out[:3], full[:3]):
+      np.testing.assert_allclose(flat(got), flat(want), rtol=1e-12, atol=1e-14)
+    gamma = flat(out[-1])
+    if np.all(gamma == 0.):
+      outcomes.add('none')
+    else:
+      np.testing.assert_allclose(gamma, flat(full[-1]) / 0.5, rtol=1e-10,
+                                 atol=1e-14)
+      outcomes.add('gamma')
+  # Both sides of a fair coin in 16 throws (fails with probability 2^-15).
+  assert outcomes == {'none', 'gamma'}
+
+
 def _metric_matrix_fd(pre, parts, eps=1e-6):
   """Γ_i = Σ_j ∂M_ij/∂θ_j by central differences of the *recomputed* metric."""
   batch_ndims = 1
