@@ -116,8 +116,9 @@ class ShampooSGRLD(SamplerOptimizer):
   The roots come from a float64 eigendecomposition every `update_interval`
   steps. XLA's CPU eigendecomposition is slow for large modes (measured here:
   7.7 s for 400×400 and 76 s for 784×784, against 0.07 s and 0.55 s without
-  XLA), so with modes above a few hundred compile with ``jit_compile=False``,
-  lower `max_dim` (larger modes get a diagonal factor) or raise
+  XLA), so on CPU with modes above a few hundred compile with
+  ``jit_compile=False`` (Keras' default ``"auto"`` already does on CPU-only
+  machines), lower `max_dim` (larger modes get a diagonal factor) or raise
   `update_interval`. A warning says so at build time.
 
   ``gamma='corrected'`` is not yet reliable on networks. Γ contains the
@@ -140,9 +141,10 @@ class ShampooSGRLD(SamplerOptimizer):
     if widest > 256:
       warnings.warn(
           'ShampooSGRLD: a %d-wide Kronecker factor is eigendecomposed every '
-          '%d step(s); under XLA (`jit_compile=True`, Keras\' "auto") this is '
-          'very slow on CPU. Use jit_compile=False, a smaller max_dim or a '
-          'larger update_interval.' % (widest, self.update_interval))
+          '%d step(s); compiled with XLA on CPU (`jit_compile=True`; Keras\' '
+          '"auto" does not use XLA on CPU-only machines) this is very slow. '
+          'There, use jit_compile=False, a smaller max_dim or a larger '
+          'update_interval.' % (widest, self.update_interval))
 
   def __init__(self, learning_rate=1e-3, preconditioner_decay_rate=0.9995,
                epsilon=1e-6, update_interval=1, max_dim=1024,
