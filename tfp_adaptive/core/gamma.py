@@ -229,14 +229,13 @@ def _gamma_on_coin(fn, parts, preconditioner, state, step, batch_ndims,
     if estimator == 'exact':
       gamma = _exact_gamma(fn, parts, preconditioner, state, step,
                            batch_ndims, gamma_fn, (value, grads))
-    else:
-      if taped:
-        hz = _hessian_vector(tape, grads, parts, probe)
-      else:
-        _, second, sub_tape = _taped_gradient(gamma_fn, parts)
-        hz = _hessian_vector(sub_tape, second, parts, probe)
+    elif taped:
+      hz = _hessian_vector(tape, grads, parts, probe)
       _, gamma = preconditioner.metric_derivative(state, grads, hz, probe,
                                                   step, batch_ndims)
+    else:  # The subsample's own tape, built inside the branch.
+      gamma = _metric_jvp(fn, parts, preconditioner, state, step, batch_ndims,
+                          probe, gamma_fn, (value, grads))[-1]
     return [tf.cast(scale, g.dtype) * g for g in gamma]
 
   gamma = tf.cond(heads, with_gamma, lambda: [tf.zeros_like(p) for p in parts])
