@@ -4,12 +4,16 @@ MLP 784-400-400-10, batch 100, `jit_compile=True`, random data; each
 configuration's time per step is the best of several rounds, the rounds
 interleaved so all ratios come from the same conditions. Targets (issue 3):
 ≤ 1.2× SGD-plus-noise without Γ, Shampoo ≤ 1.5× PSGLD, corrected ≤ 1.5× none.
+"SGD + noise + HVP" also takes the Hessian-vector product Γ needs, as the
+samplers take it: the floor of any step with Γ, against which the corrected
+rows are compared as the Γ-free rows are against SGD + noise.
 
     python -m benchmarks.keras_speed [--quick]
 """
 
 import os
 import time
+import types
 
 import numpy as np
 import tensorflow as tf
@@ -31,11 +35,34 @@ class NoisySGD(keras.optimizers.SGD):
     super().update_step(gradient + 1e-6 * noise, variable, learning_rate)
 
 
+def _hvp_train_step(self, data):
+  """Train step of "SGD + noise + HVP": also takes the Hessian-vector product Γ needs.
+
+  The product ``H z`` is taken as the samplers take it (reverse over
+  reverse, ``z`` the signs of the step's noise) and enters the SGD update
+  scaled by 1e-9, so it is computed, not pruned: the floor of any step with Γ.
+  """
+  x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
+  variables = self.trainable_variables
+  seed = tf.stack([tf.cast(self.optimizer.iterations, tf.int32), 0])
+  probe = [tfa.core.noise.normal_signs([v.value], seed)[0] for v in variables]
+  with tf.GradientTape() as outer:
+    with tf.GradientTape() as inner:
+      y_pred = self(x, training=True)
+      loss = self.compute_loss(x=x, y=y, y_pred=y_pred, training=True)
+    grads = inner.gradient(loss, variables)
+  hz = outer.gradient(grads, variables, output_gradients=probe)
+  self.optimizer.apply([g + 1e-9 * h for g, h in zip(grads, hz)], variables)
+  self._loss_tracker.update_state(loss)
+  return self.compute_metrics(x, y, y_pred)
+
+
 def configurations(data_size):
   kw = dict(data_size=data_size, seed=0)
   return {
       'SGD': lambda: keras.optimizers.SGD(1e-3),
       'SGD + noise': lambda: NoisySGD(1e-3),
+      'SGD + noise + HVP': lambda: NoisySGD(1e-3),
       'SGLD': lambda: opt.SGLD(1e-6, **kw),
       'PSGLD (none)': lambda: opt.PSGLD(1e-6, gamma='none', **kw),
       'PSGLD (corrected)': lambda: opt.PSGLD(1e-6, gamma='corrected', **kw),
@@ -58,7 +85,7 @@ def configurations(data_size):
   }
 
 
-def build(make_opt, hidden, steps):
+def build(make_opt, hidden, steps, hvp=False):
   keras.utils.set_random_seed(0)
   model = keras.Sequential([keras.Input((784,)),
                             keras.layers.Dense(hidden, activation='relu'),
@@ -69,6 +96,8 @@ def build(make_opt, hidden, steps):
                 steps_per_execution=steps)
   if isinstance(optimizer, opt.SamplerOptimizer):
     tfa.keras.enable_gamma(model)
+  if hvp:
+    model.train_step = types.MethodType(_hvp_train_step, model)
   return model
 
 
@@ -89,9 +118,10 @@ def measure(quick):
   configs = configurations(60000)
   if quick:  # CI: checks that it runs; the full run measures everything.
     configs = {k: configs[k] for k in ('SGD', 'SGD + noise',
+                                       'SGD + noise + HVP',
                                        'PSGLD (corrected, Γ on 1/4 batch)',
                                        'PSGLD (corrected, Γ on 1/4 of steps)')}
-  models = [(name, build(make, hidden, steps))
+  models = [(name, build(make, hidden, steps, hvp=name.endswith('HVP')))
             for _ in range(instances) for name, make in configs.items()]
   for _, model in models:  # Compile and warm up.
     model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
@@ -107,6 +137,7 @@ def measure(quick):
 def table_rows(best):
   """``[name, time/step, × SGD, × SGD+noise, other ratio]`` per configuration."""
   sgd, noisy = best['SGD'], best['SGD + noise']
+  floor = best.get('SGD + noise + HVP')
   rows = []
   for name, t in best.items():
     extra = ''
@@ -115,7 +146,11 @@ def table_rows(best):
     elif (name.startswith('MongeSGRLD (corrected')
           and 'MongeSGRLD (none)' in best):
       extra = 'Γ: %.2f× Monge (none)' % (t / best['MongeSGRLD (none)'])
-    elif name.startswith('Shampoo'):
+    elif name == 'SGD + noise + HVP':
+      extra = 'HVP alone: +%.3f ms' % (1e3 * (t - noisy))
+    if extra.startswith('Γ') and floor and 'corrected)' in name:
+      extra += '; %.2f× SGD+noise+HVP' % (t / floor)
+    if name.startswith('Shampoo'):
       extra = '%.2f× PSGLD (none)' % (t / best['PSGLD (none)'])
     rows.append([name, '%.3f ms' % (1e3 * t), '%.2f' % (t / sgd),
                  '%.2f' % (t / noisy), extra])
@@ -147,7 +182,11 @@ NOTE = ('Shampoo refreshes its roots every 10 steps and keeps the 784-wide '
         '`gamma_subsample=0.25`, the Hessian-vector product of Γ on a random '
         'quarter of each minibatch (unbiased; the metric uses all of it). "Γ on '
         '1/4 of steps": `gamma_probability=0.25`, Γ/p on a random quarter of '
-        'the steps and none on the others (unbiased).')
+        'the steps and none on the others (unbiased). "SGD + noise + HVP": '
+        'SGD + noise whose train step also takes the Hessian-vector product '
+        'H z (reverse over reverse, z the signs of the noise) and adds 1e-9 '
+        'H z to the gradient, so it is not pruned: the floor of a step with '
+        'Γ.')
 
 
 def main():
