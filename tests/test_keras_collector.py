@@ -5,6 +5,7 @@ import os
 import numpy as np
 import pytest
 import keras
+import tensorflow as tf
 
 import tfp_adaptive as tfa
 from tfp_adaptive.keras import sample_files
@@ -220,6 +221,25 @@ def test_priors_enter_the_loss_over_n():
                + np.log1p(np.exp(2 * rho)) - rho) / 10
     expect += (b ** 2).sum() / (2 * 4. * 10)
   np.testing.assert_allclose(total, expect, rtol=1e-5)
+
+
+def test_horseshoe_prior_stays_finite_far_out_in_its_scale():
+  """The scale's density at ρ = log τ = 100 (e^{2ρ} overflows float32):
+  finite value and gradient, equal to the closed form in float64."""
+  w = tf.constant([[0.5, -1.0]])
+  for rho in (-3., 0.7, 100.):
+    log_scale = tf.Variable(rho)
+    prior = tfa.keras.priors.HorseshoePrior(log_scale, data_size=4,
+                                            global_scale=0.5)
+    with tf.GradientTape() as tape:
+      value = prior(w)
+    grad = tape.gradient(value, log_scale)
+    expect = (2 * rho + 1.25 * np.exp(-2 * rho) / 2
+              + np.logaddexp(0., 2 * rho - 2 * np.log(0.5)) - rho) / 4
+    d_expect = (2 - 1.25 * np.exp(-2 * rho)
+                + 2 / (1 + np.exp(-(2 * rho - 2 * np.log(0.5)))) - 1) / 4
+    np.testing.assert_allclose(float(value), expect, rtol=1e-5)
+    np.testing.assert_allclose(float(grad), d_expect, rtol=1e-5)
 
 
 def test_bad_collector_arguments_are_named():

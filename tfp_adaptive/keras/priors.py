@@ -99,8 +99,10 @@ class HorseshoePrior(keras.regularizers.Regularizer):
     n = tf.cast(tf.size(w), w.dtype)
     b = tf.cast(self.global_scale, w.dtype)
     nll_w = n * rho + tf.reduce_sum(tf.square(w)) * tf.exp(-2. * rho) / 2.
-    # -log HalfCauchy(e^ρ; b) - ρ, constants dropped.
-    nll_rho = tf.math.log1p(tf.exp(2. * rho) / b ** 2) - rho
+    # -log HalfCauchy(e^ρ; b) - ρ, constants dropped; log(1 + e^{2ρ}/b²) as
+    # a softplus, which neither overflows (e^{2ρ} is inf past ρ ≈ 44 in
+    # float32) nor loses its gradient far out in ρ.
+    nll_rho = tf.nn.softplus(2. * (rho - tf.math.log(b))) - rho
     return (nll_w + nll_rho) / tf.cast(self.data_size, w.dtype)
 
 
