@@ -328,3 +328,15 @@ def test_hutchinson_probe_is_the_sign_of_the_step_noise(noise_draw_seeds):
   model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0)
   assert seeds['normal_signs'] == seeds['normal']
   assert len(set(seeds['normal'])) == 4
+
+
+def test_default_seed_follows_keras_set_random_seed():
+  """Without `seed`, `keras.utils.set_random_seed` fixes the sampler's stream
+  (as it fixes Keras' own random ops); two optimizers still differ."""
+  keras.utils.set_random_seed(3)
+  first = [tfa.keras.optimizers.PSGLD(1e-3).seed,
+           tfa.keras.optimizers.SGLD(1e-3).seed]
+  keras.utils.set_random_seed(3)
+  again = [tfa.keras.optimizers.PSGLD(1e-3).seed,
+           tfa.keras.optimizers.SGLD(1e-3).seed]
+  assert first == again and first[0] != first[1]

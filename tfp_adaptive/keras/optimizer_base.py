@@ -37,7 +37,8 @@ NONFINITE_POLICIES = ('skip', 'raise')
 
 
 def _random_seed():
-  return int(np.random.SeedSequence().entropy % (2**31 - 1))
+  """From NumPy's global generator, which `keras.utils.set_random_seed` seeds."""
+  return int(np.random.randint(0, 2**31 - 1))
 
 
 class SamplerOptimizer(keras.optimizers.Optimizer):
@@ -69,8 +70,10 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       ``'raise'`` (the step is not applied and, outside XLA, fails with
       `tf.errors.InvalidArgumentError`; `SampleCollector` raises
       `FloatingPointError` after the batch in every mode).
-    seed: int seed of the sampler's noise (random if `None`; stored in the
-      config so a saved optimizer continues the same stream).
+    seed: int seed of the sampler's noise (if `None`, drawn from NumPy's
+      global generator, so `keras.utils.set_random_seed` makes a run
+      reproducible, as it does Keras' own random ops; stored in the config so
+      a saved optimizer continues the same stream).
     name, **kwargs: as `keras.optimizers.Optimizer` (e.g. ``clipnorm``).
     hyperparameters: (for subclasses) dict of the sampler's own arguments,
       set as attributes and stored in the config.

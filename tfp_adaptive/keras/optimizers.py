@@ -52,6 +52,13 @@ class PSGLD(SamplerOptimizer):
   ``preconditioner_decay_rate=0.95, data_size=1, burnin=25,
   diagonal_bias=1e-8``. ``gamma='original'`` is TFP's intended drift (TFP's
   own optimizer drops it on TF2 resource variables).
+
+  TFP's ``diagonal_bias=1e-8`` leaves ``M`` unbounded where the gradient
+  vanishes, and Γ (the metric's divergence) grows like ``V^{-3/2}`` there;
+  in flat directions of a network's posterior (e.g. ReLU layers' scale
+  symmetry under a horseshoe prior) a corrected chain can run away. For
+  sampling networks use a bounded metric, ``M ≤ diagonal_bias^{-1/2}``:
+  ``examples/keras_digits.py`` uses 1e-3 (README, "Keras").
   """
 
   _default_burnin = 25
