@@ -29,7 +29,7 @@ of that sweep.
     python -m benchmarks.yu_tables [--quick] [--dataset digits|mnist]
         [--seeds N] [--metrics Identity RMSprop ...] [--priors gaussian ...]
         [--tune [none] [corrected] | --learning-rates out/yu_learning_rates.json]
-        [--shampoo-epsilon 1e-6]
+        [--shampoo-epsilon 1e-6] [--diagonal-bias 1e-8]
 """
 
 import json
@@ -59,6 +59,8 @@ SAMPLERS = ('Identity', 'Wenzel', 'RMSprop', 'Monge', 'Shampoo', 'Adam-SGLD')
 
 
 SHAMPOO_EPSILON = 1e-6  # Yu et al.'s ridge; `--shampoo-epsilon` changes it.
+# RMSprop's (and Wenzel's) ε, Yu et al.'s 1e-8; `--diagonal-bias` changes it.
+DIAGONAL_BIAS = 1e-8
 
 
 def make_optimizer(name, gamma, n, seed, lr):
@@ -66,9 +68,11 @@ def make_optimizer(name, gamma, n, seed, lr):
   if name == 'Identity':
     return opt.SGLD(lr, **kw)
   if name == 'Wenzel':
-    return opt.WenzelSGLD(lr, gamma=gamma, update_interval=n // 100, **kw)
+    return opt.WenzelSGLD(lr, gamma=gamma, update_interval=n // 100,
+                          diagonal_bias=DIAGONAL_BIAS, **kw)
   if name == 'RMSprop':
-    return opt.PSGLD(lr, gamma=gamma, burnin=0, **kw)
+    return opt.PSGLD(lr, gamma=gamma, burnin=0, diagonal_bias=DIAGONAL_BIAS,
+                     **kw)
   if name == 'Monge':
     return opt.MongeSGRLD(lr, alpha2=1., gamma=gamma, **kw)
   if name == 'Shampoo':
@@ -213,7 +217,7 @@ def tune(data, configs, priors, hidden, quick, out):
 
 
 def main():
-  global SHAMPOO_EPSILON  # pylint: disable=global-statement
+  global SHAMPOO_EPSILON, DIAGONAL_BIAS  # pylint: disable=global-statement
   p = common.parser(__doc__.splitlines()[0])
   p.add_argument('--dataset', choices=['digits', 'mnist'], default='digits')
   p.add_argument('--seeds', type=int, default=3, help='seeds per cell (full)')
@@ -227,8 +231,12 @@ def main():
   p.add_argument('--learning-rates', help='JSON written by a --tune run')
   p.add_argument('--shampoo-epsilon', type=float, default=SHAMPOO_EPSILON,
                  help="Shampoo's ridge ε (default: Yu et al.'s)")
+  p.add_argument('--diagonal-bias', type=float, default=DIAGONAL_BIAS,
+                 help="RMSprop's and Wenzel's ε (default: Yu et al.'s; it "
+                 'bounds the metric by ε^-1/2)')
   args = p.parse_args()
   SHAMPOO_EPSILON = args.shampoo_epsilon
+  DIAGONAL_BIAS = args.diagonal_bias
   out = common.out_dir(args.out)
   data = tuple(a.astype('float32') if a.dtype.kind == 'f' else a
                for a in keras_digits.load(args.dataset))
