@@ -69,7 +69,11 @@ class PSGLD(kernel.AdaptiveSGMCMC):
 
   Args:
     preconditioner_decay_rate: α in [0, 1), default 0.95 (as TFP).
-    diagonal_bias: >= 0, default 1e-8 (as TFP).
+    diagonal_bias: >= 0, default 1e-8 (as TFP). It bounds the metric,
+      ``M ≤ diagonal_bias^{-1/2}``; at 1e-8 ``M`` and the corrected Γ (which
+      grows like ``V^{-3/2}`` where the gradient vanishes) are practically
+      unbounded, and on networks with flat directions a corrected chain can
+      run away (README, "Keras"): use e.g. 1e-3 there.
     bias_outside_sqrt: Python bool, default False.
     (and the common arguments of the module docstring)
   """
