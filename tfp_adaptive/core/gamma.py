@@ -68,6 +68,20 @@ def _taped_gradient(fn, parts):
   return value, grads, outer
 
 
+def _gradient_and_update(fn, parts, preconditioner, state, step, batch_ndims,
+                         taped=False):
+  """``(value, grads, new_state, tape)``: the step's gradient and metric update.
+
+  `tape` is the one of `_taped_gradient` if `taped`, else `None`.
+  """
+  if taped:
+    value, grads, tape = _taped_gradient(fn, parts)
+  else:
+    (value, grads), tape = value_and_gradient(fn, parts), None
+  new_state = preconditioner.update(state, grads, step, batch_ndims)
+  return value, grads, new_state, tape
+
+
 def _hessian_vector(tape, grads, parts, tangent):
   return tape.gradient(grads, parts, output_gradients=tangent,
                        unconnected_gradients=tf.UnconnectedGradients.ZERO)
@@ -168,12 +182,9 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
     `gamma_scale`; ``c·Γ/p`` or zeros with `probability`) or `None` when
     ``mode == 'none'``.
   """
-  def without_gamma():
-    value, grads = value_and_gradient(fn, parts)
-    return value, grads, preconditioner.update(state, grads, step, batch_ndims)
-
   if mode == 'none' or not preconditioner.is_adaptive:
-    return without_gamma() + (None,)
+    return _gradient_and_update(fn, parts, preconditioner, state, step,
+                                batch_ndims)[:3] + (None,)
   c = gamma_scale(mode, preconditioner.decay)
   probe = None
   if estimator == 'hutchinson':
@@ -219,11 +230,8 @@ def _gamma_on_coin(fn, parts, preconditioner, state, step, batch_ndims,
   gradient recorded outside the `cond`.
   """
   taped = estimator == 'hutchinson' and gamma_fn is None
-  if taped:
-    value, grads, tape = _taped_gradient(fn, parts)
-  else:
-    value, grads = value_and_gradient(fn, parts)
-  new_state = preconditioner.update(state, grads, step, batch_ndims)
+  value, grads, new_state, tape = _gradient_and_update(
+      fn, parts, preconditioner, state, step, batch_ndims, taped)
 
   def with_gamma():
     if estimator == 'exact':
@@ -249,8 +257,8 @@ def _scaled_gamma(fn, parts, preconditioner, state, step, batch_ndims,
     value, grads, new_state, gamma = _metric_jvp(
         fn, parts, preconditioner, state, step, batch_ndims, probe, gamma_fn)
   else:
-    value, grads = value_and_gradient(fn, parts)
-    new_state = preconditioner.update(state, grads, step, batch_ndims)
+    value, grads, new_state, _ = _gradient_and_update(
+        fn, parts, preconditioner, state, step, batch_ndims)
     gamma = _exact_gamma(fn, parts, preconditioner, state, step, batch_ndims,
                          gamma_fn, None if gamma_fn is None else (value, grads))
   return value, grads, new_state, [tf.cast(scale, g.dtype) * g for g in gamma]
