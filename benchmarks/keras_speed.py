@@ -21,6 +21,7 @@ import keras
 
 import tfp_adaptive as tfa
 from benchmarks import common
+from tfp_adaptive.core import gamma as gamma_lib
 
 opt = tfa.keras.optimizers
 
@@ -44,17 +45,22 @@ def _hvp_train_step(self, data):
   """
   x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
   variables = self.trainable_variables
+  parts = [v.value for v in variables]
   seed = tf.stack([tf.cast(self.optimizer.iterations, tf.int32), 0])
-  probe = [tfa.core.noise.normal_signs([v.value], seed)[0] for v in variables]
-  with tf.GradientTape() as outer:
-    with tf.GradientTape() as inner:
-      y_pred = self(x, training=True)
-      loss = self.compute_loss(x=x, y=y, y_pred=y_pred, training=True)
-    grads = inner.gradient(loss, variables)
-  hz = outer.gradient(grads, variables, output_gradients=probe)
+  probe = [tfa.core.noise.normal_signs([p], seed)[0] for p in parts]
+  captured = {}
+
+  def loss_fn(unused_parts):  # Reads the variables, as `enable_gamma`'s step.
+    captured['y_pred'] = self(x, training=True)
+    return self.compute_loss(x=x, y=y, y_pred=captured['y_pred'],
+                             training=True)
+
+  # The samplers' own Hessian-vector product (`tfp_adaptive.core.gamma`).
+  loss, grads, tape = gamma_lib._taped_gradient(loss_fn, parts)  # pylint: disable=protected-access
+  hz = gamma_lib._hessian_vector(tape, grads, parts, probe)  # pylint: disable=protected-access
   self.optimizer.apply([g + 1e-9 * h for g, h in zip(grads, hz)], variables)
   self._loss_tracker.update_state(loss)
-  return self.compute_metrics(x, y, y_pred)
+  return self.compute_metrics(x, y, captured['y_pred'])
 
 
 def configurations(data_size):
