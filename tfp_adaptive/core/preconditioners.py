@@ -234,11 +234,11 @@ class Monge(Preconditioner):
   ``‖ℓ_t‖² = λ²‖ℓ_{t-1}‖² + 2λ(1-λ) ℓ_{t-1}·ĝ + (1-λ)²‖ĝ‖²`` and
   ``ℓ_t·ĝ = λ ℓ_{t-1}·ĝ + (1-λ)‖ĝ‖²``, so the drift ``M ĝ``
   (`apply_to_gradient`) needs no inner product of its own: a step takes
-  three inner products, not six (they dominate the step on CPU), and the
-  two of `update` share one stacked reduction (`tensors.event_dots`). The
-  noise's ``ℓ_t·ξ`` stays a reduction of its own: stacking it with those
-  two (through ``ℓ_t·ξ = λ ℓ_{t-1}·ξ + (1-λ) ĝ·ξ``) made the Keras step
-  slower, as ξ must then be drawn before the update and kept. The norm's
+  three inner products, not six (each a pass over all parameters), and the
+  two of `update` share one pass (`tensors.event_dots`). The noise's
+  ``ℓ_t·ξ`` stays a pass of its own: stacking it with those two (through
+  ``ℓ_t·ξ = λ ℓ_{t-1}·ξ + (1-λ) ĝ·ξ``) made the Keras step slower, as ξ
+  must then be drawn before the update and kept. The norm's
   recursion is contractive (factor λ²): rounding does not accumulate.
   """
 
@@ -294,7 +294,7 @@ class Monge(Preconditioner):
     ``ṡ = 2 ℓ_t·ℓ̇`` and the derivative is
     ``c'(s) ṡ (ℓ·v) ℓ + c (ℓ·v) ℓ̇ + c (ℓ̇·v) ℓ`` with ``c'(s) = c(s)²``.
     Its three inner products ``ℓ·v``, ``ℓ·ġ``, ``ġ·v`` share
-    one stacked reduction, where forward-mode autodiff takes four passes.
+    one pass (`tensors.event_dots`), where forward-mode autodiff takes four.
     A chain on the fallback (M = I) gets 0, as in `apply`.
     """
     new_state = self.update(state, grads, step, batch_ndims)
