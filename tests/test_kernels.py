@@ -226,20 +226,25 @@ def test_finite_chains_flags_every_kind_of_nonfinite_entry():
   big[1, 10, 20] = np.nan
   big[2, 63, 79] = np.inf
   big[3, 0, 0], big[3, 5, 0] = np.inf, -np.inf
+  flat = np.ones([4, 6000], np.float32)
+  flat[2, 5999] = np.nan
   for fn in (lambda f: f(), tf.function(lambda f: f(), jit_compile=True)):
     ok = fn(lambda: tfa.core.tensors.finite_chains([tf.constant(big)], 1))
     np.testing.assert_array_equal(ok.numpy(), [True, False, False, False])
+    ok = fn(lambda: tfa.core.tensors.finite_chains([tf.constant(flat)], 1))
+    np.testing.assert_array_equal(ok.numpy(), [True, True, False, True])
 
 
 @pytest.mark.parametrize('batch', [[], [3], [2, 2]])
 def test_stacked_inner_products_equal_separate_ones(batch):
   """`event_dots` and the part sums against NumPy, any chain shape.
 
-  The last two parts are large enough to be summed as matrix-vector
-  products, the others by XLA's reduction.
+  The parts of 4096 entries or more are summed as matrix-vector products
+  (by their last axis, or a flat or narrow part by a divisor of its size),
+  the others by XLA's reduction.
   """
   rng = np.random.RandomState(4)
-  shapes = [[4, 5], [], [6], [64, 80], [2, 50, 48]]
+  shapes = [[4, 5], [], [6], [64, 80], [2, 50, 48], [6000], [100, 50]]
   xs = [np.asarray(rng.randn(*(batch + s))) for s in shapes]
   ys = [np.asarray(rng.randn(*(batch + s))) for s in shapes]
   axes = lambda a: tuple(range(len(batch), a.ndim))
@@ -254,7 +259,7 @@ def test_stacked_inner_products_equal_separate_ones(batch):
     np.testing.assert_allclose(xy.numpy(), want_xy, rtol=1e-12)
     np.testing.assert_allclose(yy.numpy(), want_yy, rtol=1e-12)
     assert xy.shape == batch
-    for x in (xs[0], xs[3], xs[4]):
+    for x in (xs[0], xs[3], xs[4], xs[5], xs[6]):
       mean = tensors.part_event_mean(tf.constant(x), len(batch))
       np.testing.assert_allclose(mean.numpy(), x.mean(axis=axes(x)),
                                  rtol=1e-12)

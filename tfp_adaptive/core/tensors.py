@@ -73,35 +73,48 @@ def _matvec_row_sums(x, columns):
 def part_event_sum(x, batch_ndims):
   """Sum of `x` over the event axes of one part; shape = batch shape.
 
-  A part of at least ``_MATVEC_MIN_SIZE`` entries whose event has two or
-  more axes, the last at least ``_MATVEC_MIN_COLUMNS`` wide, is summed as a
-  matrix-vector product with ones (``[rows, columns] @ 1``) and then over its
-  rows: XLA's CPU backend hands that product to its matrix kernels, which
-  summed D = 478k entries ~4x faster than its own reduction (an ad hoc
-  micro-benchmark, 28 µs against 105 µs; README, "Speed"). Other parts are
-  reduced as the minor axis of a ``batch + [1, n]`` reshape (XLA's
-  vectorised row reduction). NaN and ±Inf propagate through both.
+  A floating part of at least 4096 entries (static event shape) is summed
+  as a matrix-vector product with ones, its event seen as a ``[rows,
+  columns]`` matrix (`_matvec_columns`), and then over its rows: XLA's CPU
+  backend hands that product to its matrix kernels, which summed D = 478k
+  entries ~4x faster than its own reduction (an ad hoc micro-benchmark,
+  28 µs against 105 µs; README, "Speed"). Other parts are reduced as the
+  minor axis of a ``batch + [1, n]`` reshape (XLA's vectorised row
+  reduction). NaN and ±Inf propagate through both.
   """
   event = x.shape[batch_ndims:]
   if not event:
     return x
-  if _use_matvec(x, event):
-    row_sums = _matvec_row_sums(x, int(event[-1]))
+  columns = _matvec_columns(x, event)
+  if columns:
+    row_sums = _matvec_row_sums(x, columns)
     return tf.reduce_sum(_rows(row_sums, batch_ndims, 1, like=x), axis=-1)[..., 0]
   return tf.reduce_sum(_rows(x, batch_ndims, 1), axis=-1)[..., 0]
 
 
 _MATVEC_MIN_SIZE = 4096
-_MATVEC_MIN_COLUMNS = 8
 
 
-def _use_matvec(x, event):
-  if len(event) < 2 or not event.is_fully_defined():
-    return False
-  if x.dtype not in (tf.float16, tf.float32, tf.float64):
-    return False
-  return (event.num_elements() >= _MATVEC_MIN_SIZE
-          and int(event[-1]) >= _MATVEC_MIN_COLUMNS)
+def _matvec_columns(x, event):
+  """Width of the matrix `part_event_sum` sums `x` as, or `None` (reduce).
+
+  The last event axis when it is at least 64 wide, else (a flat or narrow
+  part) the largest divisor of the event size from 1024 down to 64 (narrower
+  matrices were no faster than XLA's reduction, ad hoc); `None` for small,
+  non-float or dynamically shaped parts and sizes without such a divisor.
+  """
+  if not event.is_fully_defined() or x.dtype not in (tf.float16, tf.float32,
+                                                     tf.float64):
+    return None
+  size = event.num_elements()
+  if size < _MATVEC_MIN_SIZE:
+    return None
+  if len(event) >= 2 and int(event[-1]) >= 64:
+    return int(event[-1])
+  for columns in range(1024, 63, -1):
+    if size % columns == 0:
+      return columns
+  return None
 
 
 def event_dots(pairs, batch_ndims):
@@ -123,10 +136,11 @@ def event_dots(pairs, batch_ndims):
   for factors in zip(*[zip(xs, ys) for xs, ys in pairs]):
     products = [x * y for x, y in factors]
     event = products[0].shape[batch_ndims:]
+    columns = _matvec_columns(products[0], event) if event else None
     if not event:
       totals.append(tf.stack(products, axis=-1))
-    elif _use_matvec(products[0], event):
-      row_sums = _matvec_row_sums(tf.stack(products), int(event[-1]))
+    elif columns:
+      row_sums = _matvec_row_sums(tf.stack(products), columns)
       per_pair = [
           tf.reduce_sum(_rows(r, batch_ndims, 1, like=products[0]),
                         axis=-1)[..., 0]

@@ -18,6 +18,7 @@ import tensorflow as tf
 import keras
 
 from tfp_adaptive import validation
+from tfp_adaptive.core import tensors
 
 __all__ = ['GaussianPrior', 'HorseshoePrior', 'add_gaussian_prior',
            'add_horseshoe_prior']
@@ -52,7 +53,9 @@ class GaussianPrior(keras.regularizers.Regularizer):
   def __call__(self, x):
     sigma = (1. / math.sqrt(_fan_in(x.shape)) if self.scale == 'fan_in'
              else self.scale)
-    return tf.reduce_sum(tf.square(x)) / (2. * sigma ** 2 * self.data_size)
+    # `part_event_dot`: a matrix-vector product for large kernels (faster
+    # under XLA on CPU than its reduction; `tfp_adaptive.core.tensors`).
+    return tensors.part_event_dot(x, x, 0) / (2. * sigma ** 2 * self.data_size)
 
   def get_config(self):
     return {'data_size': self.data_size, 'scale': self.scale}
@@ -98,7 +101,7 @@ class HorseshoePrior(keras.regularizers.Regularizer):
     rho = tf.cast(tf.convert_to_tensor(self.log_scale), w.dtype)
     n = tf.cast(tf.size(w), w.dtype)
     b = tf.cast(self.global_scale, w.dtype)
-    nll_w = n * rho + tf.reduce_sum(tf.square(w)) * tf.exp(-2. * rho) / 2.
+    nll_w = n * rho + tensors.part_event_dot(w, w, 0) * tf.exp(-2. * rho) / 2.
     # -log HalfCauchy(e^ρ; b) - ρ, constants dropped; log(1 + e^{2ρ}/b²) as
     # a softplus, which neither overflows (e^{2ρ} is inf past ρ ≈ 44 in
     # float32) nor loses its gradient far out in ρ.
