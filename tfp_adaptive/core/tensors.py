@@ -87,8 +87,8 @@ def part_event_sum(x, batch_ndims):
     return x
   columns = _matvec_columns(x, event)
   if columns:
-    row_sums = _matvec_row_sums(x, columns)
-    return tf.reduce_sum(_rows(row_sums, batch_ndims, 1, like=x), axis=-1)[..., 0]
+    rows = _rows(_matvec_row_sums(x, columns), batch_ndims, 1, like=x)
+    return tf.reduce_sum(rows, axis=-1)[..., 0]
   return tf.reduce_sum(_rows(x, batch_ndims, 1), axis=-1)[..., 0]
 
 
