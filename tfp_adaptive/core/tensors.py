@@ -127,31 +127,16 @@ def event_dots(pairs, batch_ndims):
 
   Returns:
     List of batch-shaped tensors, ``event_dot(xs, ys)`` for each pair. The
-    products of one part go through one reduction: stacked into
-    ``batch + [k, n]`` rows, or, for parts `part_event_sum` sums by a
-    matrix-vector product, as one ``[k·rows, columns] @ 1`` product.
+    ``k`` products of one part are stacked into ``batch + [k] + event`` and
+    summed in one `part_event_sum` (one reduction, or one matrix-vector
+    product for large parts), not ``k``.
   """
   totals = []
-  k = len(pairs)
   for factors in zip(*[zip(xs, ys) for xs, ys in pairs]):
-    products = [x * y for x, y in factors]
-    event = products[0].shape[batch_ndims:]
-    columns = _matvec_columns(products[0], event) if event else None
-    if not event:
-      totals.append(tf.stack(products, axis=-1))
-    elif columns:
-      row_sums = _matvec_row_sums(tf.stack(products), columns)
-      per_pair = [
-          tf.reduce_sum(_rows(r, batch_ndims, 1, like=products[0]),
-                        axis=-1)[..., 0]
-          for r in tf.unstack(tf.reshape(row_sums, [k, -1]))]
-      totals.append(tf.stack(per_pair, axis=-1))
-    else:
-      rows = tf.stack([_rows(p, batch_ndims, 1)[..., 0, :] for p in products],
-                      axis=-2)
-      totals.append(tf.reduce_sum(rows, axis=-1))
+    products = tf.stack([x * y for x, y in factors], axis=batch_ndims)
+    totals.append(part_event_sum(products, batch_ndims + 1))
   total = tf.add_n(totals)
-  return [total[..., i] for i in range(k)]
+  return [total[..., i] for i in range(len(pairs))]
 
 
 def event_size(parts, batch_ndims):
