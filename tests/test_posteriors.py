@@ -47,8 +47,14 @@ def _moments(samples, groups):
 
 
 def _check(samples, mean, cov, bias):
+  """Moments within 4 standard errors plus `bias`, relative to the scale.
+
+  `bias` bounds the O(h) bias relative to the target's scale: the mean may be
+  off by ``bias`` standard deviations and the covariance by ``bias·max|cov|``.
+  """
   m, m_se, c, c_se = _moments(samples, GROUPS)
-  assert np.all(np.abs(m - mean) < 4 * m_se + bias), (m, mean, m_se)
+  sd = np.sqrt(np.diag(np.asarray(cov, np.float64)))
+  assert np.all(np.abs(m - mean) < 4 * m_se + bias * sd), (m, mean, m_se)
   assert np.all(np.abs(c - cov) < 4 * c_se + bias * np.abs(cov).max()), (
       c, cov, c_se)
 
@@ -134,8 +140,11 @@ def test_bayesian_linear_regression_exact_posterior(name):
   out, _, _ = tfa.mcmc.sample(kernel, init, 300, num_steps_between_results=19,
                               chunk_size=300, seed=(5, 6), progress=False)
   beta, sigma2 = out[0].numpy(), out[1].numpy()
-  # EM bias bound: h·λ_max/4 ≈ 0.01 relative (λ_max ≈ 1.9 N / σ² ≈ 1100 for
-  # SGLD; M λ_max ≈ 10 for pSGLD), 0.02 allowed.
-  _check(beta, mn, beta_cov, 0.02 * np.sqrt(beta_cov.max()))
-  _check(np.log(sigma2)[..., None], [log_mean], [[log_var]],
-         0.02 * np.sqrt(log_var))
+  # O(h) bias, 0.02 relative allowed. SGLD: Euler–Maruyama, h·λ_max/4 ≈ 0.011
+  # (λ_max ≈ 1.9 N / σ² ≈ 1100); measured (10,000 chains, TFPA_STAT_SCALE=10)
+  # +0.8% in β's variances, +0.4% at h/2. Corrected pSGLD: the EMA metric's
+  # lag, as in the Gaussian test: -1.4% at h = 4e-4, -0.7% at 2e-4 and
+  # -0.4% at 1e-4 (standard error 0.3%); gamma='none' gives +80% and
+  # 'original' +36%, which fail.
+  _check(beta, mn, beta_cov, 0.02)
+  _check(np.log(sigma2)[..., None], [log_mean], [[log_var]], 0.02)
