@@ -126,7 +126,13 @@ class ShampooSGRLD(SamplerOptimizer):
   XLA), so on CPU with modes above a few hundred compile with
   ``jit_compile=False`` (Keras' default ``"auto"`` already does on CPU-only
   machines), lower `max_dim` (larger modes get a diagonal factor) or raise
-  `update_interval`. A warning says so at build time.
+  `update_interval`. A warning says so at build time. Full factors also
+  cost on every step: each of the statistics and the products ``M g`` and
+  ``M^{1/2} ξ`` takes ``Σ_i n_i`` multiply-adds per parameter (the sum over
+  its full modes), about 1.5·10⁹ a step on a 784-400-400-10 MLP with every
+  mode full, 6.4× PSGLD's step there; with ``max_dim=128`` (its 784- and
+  400-wide modes diagonal) 1.04× (`benchmarks/keras_speed.py`, README
+  "Speed").
 
   ``gamma='corrected'`` is not yet reliable on networks. Γ contains the
   derivative of the roots, which grows like ``ε^(p-1)`` (``p = -1/(2d)``)
