@@ -41,6 +41,9 @@ PRECONDITIONERS = {
     'wenzel': lambda: core.Wenzel(0.9, 0.1, update_interval=1),
     'monge': lambda: core.Monge(0.9, 0.5),
     'shampoo': lambda: core.Shampoo(0.9, 0.1, update_interval=1),
+    # w's 6-long axis in blocks of 3; the 7-long axes (prime) diagonal.
+    'shampoo_blocks': lambda: core.Shampoo(0.9, 0.1, update_interval=1,
+                                           block_size=4),
 }
 
 
@@ -220,7 +223,8 @@ def _metric_matrix_fd(pre, parts, eps=1e-6):
   return total
 
 
-@pytest.mark.parametrize('name', ['shampoo', 'monge', 'wenzel'])
+@pytest.mark.parametrize('name', ['shampoo', 'shampoo_blocks', 'monge',
+                                  'wenzel'])
 def test_exact_gamma_matches_finite_differences(name):
   pre = PRECONDITIONERS[name]()
   parts = theta([1])

@@ -146,14 +146,18 @@ def monge(alpha2, preconditioner_decay_rate, fallback_threshold):
       preconditioner_decay_rate, alpha2, fallback_threshold))
 
 
-def shampoo(preconditioner_decay_rate, epsilon, update_interval, max_dim):
+def shampoo(preconditioner_decay_rate, epsilon, update_interval, max_dim,
+            block_size=None):
   """SGRLD in the Shampoo metric (Yu et al. 2023, Sec. 3.2)."""
   _decay('preconditioner_decay_rate', preconditioner_decay_rate)
   validation.check_number('epsilon', epsilon, low=0., low_open=True)
   validation.check_int('update_interval', update_interval)
   validation.check_int('max_dim', max_dim)
+  if block_size is not None:
+    block_size = validation.check_int('block_size', block_size, low=2)
   return Algorithm(shampoo_lib.Shampoo(
-      preconditioner_decay_rate, epsilon, update_interval, max_dim))
+      preconditioner_decay_rate, epsilon, update_interval, max_dim,
+      block_size))
 
 
 def adam_sgld(preconditioner_decay_rate, momentum_decay_rate, drift_scale,

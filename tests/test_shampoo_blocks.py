@@ -1,0 +1,65 @@
+"""Blocked Shampoo (`block_size`) is unblocked Shampoo on every block as its own tensor."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfp_adaptive import core
+
+
+def _run(pre, parts, grads_seq, vectors, batch_ndims):
+  state = pre.init(parts, batch_ndims)
+  for t, grads in enumerate(grads_seq):
+    state = pre.update(state, grads, tf.constant(t), batch_ndims)
+  return (pre.apply(state, vectors, batch_ndims),
+          pre.apply_sqrt(state, vectors, batch_ndims))
+
+
+def _blocks(x, rows, cols):
+  """Blocks of the last two axes, row-major: ``[x[..., i, j]]``."""
+  n, m = x.shape[-2], x.shape[-1]
+  return [x[..., i:i + rows, j:j + cols]
+          for i in range(0, n, rows) for j in range(0, m, cols)]
+
+
+@pytest.mark.parametrize('batch', [[], [3]])
+def test_blocked_metric_equals_shampoo_on_each_block(batch):
+  rng = np.random.RandomState(0)
+  shape = batch + [6, 8]
+  batch_ndims = len(batch)
+  grads_seq = [[tf.constant(rng.randn(*shape))] for _ in range(4)]
+  vectors = [tf.constant(rng.randn(*shape))]
+  parts = [tf.zeros(shape, tf.float64)]
+  # block_size=4: the 6-long axis splits into blocks of 3, the 8-long into 4.
+  blocked = core.shampoo.Shampoo(0.7, 1e-2, 1, block_size=4)
+  assert blocked.block_layout([6, 8]) == [(2, 3), (2, 4)]
+  got_m, got_s = _run(blocked, parts, grads_seq, vectors, batch_ndims)
+
+  plain = core.shampoo.Shampoo(0.7, 1e-2, 1)
+  want_m, want_s = _run(plain, _blocks(parts[0], 3, 4),
+                        [_blocks(g[0], 3, 4) for g in grads_seq],
+                        _blocks(vectors[0], 3, 4), batch_ndims)
+  for got, want in ((got_m[0], want_m), (got_s[0], want_s)):
+    np.testing.assert_allclose(
+        np.concatenate([b.numpy() for b in _blocks(got, 3, 4)]),
+        np.concatenate([w.numpy() for w in want]), rtol=1e-10, atol=1e-12)
+  # The blocks are not the whole: unblocked Shampoo gives another metric.
+  whole_m, _ = _run(plain, parts, grads_seq, vectors, batch_ndims)
+  assert not np.allclose(whole_m[0].numpy(), got_m[0].numpy())
+
+
+def test_layout_and_factor_sizes():
+  pre = core.shampoo.Shampoo(0.9, 1e-6, 10, max_dim=128, block_size=50)
+  assert pre.block_layout([784, 400, 10]) == [(16, 49), (8, 50), (1, 10)]
+  assert pre.factor_sizes([784, 400]) == [49, 50]
+  assert pre.block_layout([101]) == [(101, 1)]  # A prime: diagonal.
+  assert pre.factor_sizes([101]) == []
+  unblocked = core.shampoo.Shampoo(0.9, 1e-6, 10, max_dim=128)
+  assert unblocked.factor_sizes([784, 400, 10]) == [10]
+
+
+def test_block_size_is_checked():
+  with pytest.raises(ValueError, match='block_size'):
+    core.algorithms.shampoo(0.9, 1e-6, 1, 1024, block_size=1)
+  with pytest.raises(TypeError, match='block_size'):
+    core.algorithms.shampoo(0.9, 1e-6, 1, 1024, block_size=2.5)
