@@ -83,8 +83,8 @@ class Shampoo(preconditioners.Preconditioner):
 
   def factor_sizes(self, event_shape):
     """Widths of the full (non-diagonal) factors of a part of `event_shape`."""
-    blocks = [b for _, b in self.block_layout(event_shape)]
-    return [b for b in blocks if 1 < b <= self.max_dim] if blocks else []
+    return [b for _, b in self.block_layout(event_shape)
+            if 1 < b <= self.max_dim]
 
   def _to_blocks(self, x, batch_ndims):
     """``(x', batch_ndims')``: `x` with its blocks along new chain-side axes.
