@@ -63,3 +63,27 @@ def test_block_size_is_checked():
     core.algorithms.shampoo(0.9, 1e-6, 1, 1024, block_size=1)
   with pytest.raises(TypeError, match='block_size'):
     core.algorithms.shampoo(0.9, 1e-6, 1, 1024, block_size=2.5)
+
+
+def test_keras_fit_with_blocks_under_xla_and_config_round_trip():
+  import keras  # pylint: disable=g-import-not-at-top
+  import tfp_adaptive as tfa  # pylint: disable=g-import-not-at-top
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((12,)), keras.layers.Dense(10),
+                            keras.layers.Dense(3, activation='softmax')])
+  opt = tfa.keras.optimizers.ShampooSGRLD(1e-4, data_size=40, gamma='none',
+                                          block_size=4, seed=1)
+  model.compile(opt, 'sparse_categorical_crossentropy', jit_compile=True)
+  rng = np.random.RandomState(0)
+  x, y = rng.randn(40, 12).astype('float32'), rng.randint(0, 3, 40)
+  before = [w.numpy() for w in model.trainable_weights]
+  model.fit(x, y, batch_size=20, epochs=2, verbose=0)
+  after = [w.numpy() for w in model.trainable_weights]
+  assert all(np.all(np.isfinite(a)) for a in after)
+  assert not np.allclose(before[0], after[0])
+  # The 12x10 kernel: blocks of 4 (12 = 3·4) by 2 (10 = 5·2, 5 > 4).
+  assert sorted(opt.algorithm.preconditioner.factor_sizes([12, 10])) == [2, 4]
+  config = opt.get_config()
+  assert config['block_size'] == 4
+  clone = tfa.keras.optimizers.ShampooSGRLD.from_config(config)
+  assert clone.get_config() == config
