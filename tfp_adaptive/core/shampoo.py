@@ -6,6 +6,7 @@ import string
 import tensorflow as tf
 
 from tfp_adaptive.core import preconditioners
+from tfp_adaptive.core import tensors
 
 __all__ = ['Shampoo', 'ShampooModeState']
 
@@ -16,21 +17,6 @@ ShampooModeState = collections.namedtuple(
     'ShampooModeState', ['factor', 'root', 'sqrt_root', 'eigvecs', 'divdiff'])
 
 _LETTERS = string.ascii_lowercase
-
-
-def _static_or_dynamic(x, batch_ndims):
-  """The leading `batch_ndims` dimensions of `x`: a list if static, else a tensor."""
-  static = x.shape[:batch_ndims]
-  if static.is_fully_defined():
-    return [int(n) for n in static]
-  return tf.shape(x)[:batch_ndims]
-
-
-def _concat(lead, rest):
-  rest = [int(n) for n in rest]
-  if isinstance(lead, list):
-    return lead + rest
-  return tf.concat([lead, tf.constant(rest, tf.int32)], axis=0)
 
 
 class Shampoo(preconditioners.Preconditioner):
@@ -97,8 +83,7 @@ class Shampoo(preconditioners.Preconditioner):
     if all(k == 1 for k, _ in layout):
       return x, batch_ndims
     d = len(layout)
-    batch = _static_or_dynamic(x, batch_ndims)
-    x = tf.reshape(x, _concat(batch, [v for kb in layout for v in kb]))
+    x = tensors.reshape_event(x, batch_ndims, [v for kb in layout for v in kb])
     perm = (list(range(batch_ndims)) +
             [batch_ndims + 2 * i for i in range(d)] +
             [batch_ndims + 2 * i + 1 for i in range(d)])
@@ -113,10 +98,8 @@ class Shampoo(preconditioners.Preconditioner):
     perm = list(range(batch_ndims))
     for i in range(d):
       perm += [batch_ndims + i, batch_ndims + d + i]
-    x = tf.transpose(x, perm)
-    return tf.reshape(x, _concat(_static_or_dynamic(like, batch_ndims),
-                                 [n for n, _ in zip(like.shape[batch_ndims:],
-                                                    layout)]))
+    return tensors.reshape_event(tf.transpose(x, perm), batch_ndims,
+                                 like.shape[batch_ndims:], like=like)
 
   # -- layout of one part ---------------------------------------------------
   def _modes(self, part, batch_ndims):

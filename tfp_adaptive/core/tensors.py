@@ -11,6 +11,7 @@ __all__ = [
     'part_event_dot',
     'part_event_mean',
     'part_event_sum',
+    'reshape_event',
     'where_chains',
 ]
 
@@ -50,17 +51,19 @@ def finite_chains(parts, batch_ndims):
   return tf.math.is_finite(total)
 
 
-def _rows(x, batch_ndims, rows, like=None):
-  """`x` reshaped to ``batch + [rows, n]``, static batch shape kept if known.
+def reshape_event(x, batch_ndims, event_shape, like=None):
+  """`x` reshaped to ``batch + event_shape``, static batch shape kept if known.
 
-  The batch shape is that of `like` (default: `x` itself).
+  The batch shape is the leading `batch_ndims` axes of `like` (default: `x`
+  itself); `event_shape` is a list of ints (one may be -1).
   """
   like = x if like is None else like
+  event_shape = [int(n) for n in event_shape]
   batch = like.shape[:batch_ndims]
   if batch.is_fully_defined():
-    shape = batch.as_list() + [rows, -1]
+    shape = batch.as_list() + event_shape
   else:
-    shape = tf.concat([tf.shape(like)[:batch_ndims], [rows, -1]], axis=0)
+    shape = tf.concat([tf.shape(like)[:batch_ndims], event_shape], axis=0)
   return tf.reshape(x, shape)
 
 
@@ -87,9 +90,10 @@ def part_event_sum(x, batch_ndims):
     return x
   columns = _matvec_columns(x, event)
   if columns:
-    rows = _rows(_matvec_row_sums(x, columns), batch_ndims, 1, like=x)
+    rows = reshape_event(_matvec_row_sums(x, columns), batch_ndims, [1, -1],
+                         like=x)
     return tf.reduce_sum(rows, axis=-1)[..., 0]
-  return tf.reduce_sum(_rows(x, batch_ndims, 1), axis=-1)[..., 0]
+  return tf.reduce_sum(reshape_event(x, batch_ndims, [1, -1]), axis=-1)[..., 0]
 
 
 _MATVEC_MIN_SIZE = 4096

@@ -154,9 +154,8 @@ class ShampooSGRLD(SamplerOptimizer):
     if self.built:
       return
     super().build(var_list)
-    pre = self.algorithm.preconditioner
-    widest = max([n for v in var_list for n in pre.factor_sizes(v.shape)]
-                 + [0])
+    widest = max([n for v in var_list
+                  for n in self.preconditioner.factor_sizes(v.shape)] + [0])
     if widest > 256:
       warnings.warn(
           'ShampooSGRLD: a %d-wide Kronecker factor is eigendecomposed every '
