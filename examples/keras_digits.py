@@ -26,7 +26,7 @@ import numpy as np
 import keras
 
 import tfp_adaptive as tfa
-from tfp_adaptive.keras.ensemble import classification_metrics
+from tfp_adaptive.keras.predictive import classification_metrics
 
 
 def load(name):

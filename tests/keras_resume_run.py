@@ -36,8 +36,7 @@ def main(directory, epochs, sleep):
   model.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=200, seed=1),
                 'mse')
   tfa.keras.enable_gamma(model)
-  collector = tfa.keras.SampleCollector(burnin=4, thinning=3, directory=directory,
-                                        task='regression')
+  collector = tfa.keras.SampleCollector(burnin=4, thinning=3, directory=directory)
   initial_epoch = collector.restore(model)
   model.fit(x, y, batch_size=20, epochs=epochs, initial_epoch=initial_epoch,
             verbose=0, callbacks=[collector, _Slow(sleep)])

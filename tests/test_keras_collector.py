@@ -10,6 +10,7 @@ import tensorflow as tf
 import tfp_adaptive as tfa
 from tfp_adaptive.keras import sample_files
 from tfp_adaptive.keras import ensemble
+from tfp_adaptive.keras import predictive
 
 
 def _problem(n=120, seed=0):
@@ -48,7 +49,7 @@ def test_step_schedule():
   assert 0. <= history['val_ensemble_accuracy'][-1] <= 1.
   assert [m.step for m in col.ensemble.members] == [8, 11, 14, 17]
   w = col.ensemble.members[0].weights
-  assert all(np.all(np.isfinite(a)) for a in w.values())
+  assert all(np.all(np.isfinite(a)) for a in w)
 
 
 def test_schedule_with_steps_per_execution():
@@ -79,11 +80,9 @@ def test_reservoir_is_uniform_over_seen_samples():
   trials = 300
   for seed in range(trials):
     col = tfa.keras.SampleCollector(max_samples=3, seed=seed)
-    col.members, col.num_seen = [], 0
     for step in range(1, 10):
-      col.num_seen += 1
-      slot = col._slot()  # pylint: disable=protected-access
-      member = ensemble.Member(step, 1., {}, None)
+      slot = col.window.slot(col.members)
+      member = ensemble.Member(step, 1., [], None)
       if slot is not None:
         if slot < len(col.members):
           col.members[slot] = member
@@ -176,7 +175,7 @@ def test_nonfinite_predictions_raise_instead_of_garbage_metrics():
   probs = np.full((4, 3), 1. / 3.)
   probs[2] = np.nan
   with pytest.raises(FloatingPointError, match='1 of 4 inputs'):
-    ensemble.classification_metrics(probs, [0, 1, 2, 0])
+    predictive.classification_metrics(probs, [0, 1, 2, 0])
 
 
 def test_truncated_sample_file_names_itself(tmp_path):
@@ -196,8 +195,7 @@ def test_regression_ensemble():
   keras.utils.set_random_seed(0)
   model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
   model.compile(tfa.keras.optimizers.SGLD(1e-3, data_size=100, seed=0), 'mse')
-  col = tfa.keras.SampleCollector(burnin=50, thinning=5, task='regression',
-                                  noise_variance=0.5)
+  col = tfa.keras.SampleCollector(burnin=50, thinning=5, noise_variance=0.5)
   model.fit(x, y, batch_size=100, epochs=200, verbose=0, callbacks=[col])
   mean, var = col.ensemble.predict(x)
   members = col.ensemble.predict_members(x)

@@ -3,6 +3,7 @@
 The user's line: ``model.fit(x, y, callbacks=[SampleCollector()])``.
 """
 
+from tfp_adaptive.keras import likelihoods
 from tfp_adaptive.keras import optimizers
 from tfp_adaptive.keras import priors
 from tfp_adaptive.keras import schedules
@@ -13,5 +14,5 @@ from tfp_adaptive.keras.training import enable_gamma
 from tfp_adaptive.keras.training import gradients_and_gamma
 
 __all__ = ['BayesianEnsemble', 'SampleCollector', 'SampleFileError',
-           'enable_gamma', 'gradients_and_gamma', 'optimizers', 'priors',
+           'enable_gamma', 'gradients_and_gamma', 'likelihoods', 'optimizers', 'priors',
            'schedules']

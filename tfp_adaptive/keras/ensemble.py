@@ -1,10 +1,15 @@
 """`BayesianEnsemble`: posterior samples of a Keras model's weights, used as one predictor.
 
-Classification predicts the posterior predictive ``p(y|x) ≈ Σ_s w_s
-p(y|x, θ_s)`` (Rensmeyer & Niggemann 2025, eq. 4), with uniform weights or,
+The predictive is the weighted mean of the members' predictive
+distributions (`tfp_adaptive.keras.predictive`), with uniform weights or,
 for decreasing step sizes, weights proportional to the step size (Welling &
-Teh 2011; lecture eq. 3.8). Regression returns the predictive mean and the
-variance of the member means (plus a known observation-noise variance).
+Teh 2011). What a member's output means (probabilities, logits, a Gaussian
+mean) is the ensemble's `likelihood`, read from the model's compiled loss
+when not stated (`tfp_adaptive.keras.likelihoods`).
+
+A member's weights are a list in the order of ``model.weights``, which is
+fixed by the model's structure; they are matched to the model by position
+and shape, never by Keras' automatic variable names.
 """
 
 import collections
@@ -13,27 +18,21 @@ import os
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_probability as tfp
 import keras
 
 from tfp_adaptive import validation
+from tfp_adaptive.keras import likelihoods
+from tfp_adaptive.keras import predictive
 from tfp_adaptive.keras import sample_files
 
-__all__ = ['BayesianEnsemble', 'Member']
+__all__ = ['BayesianEnsemble', 'Member', 'WEIGHTINGS']
 
-TASKS = ('classification', 'regression')
 WEIGHTINGS = ('uniform', 'step_size')
 
 # One posterior sample: the step it was taken at, the learning rate then, and
-# either its weights ({variable path: array}) or the file holding them.
+# either its weights (a list in `model.weights` order) or the file holding them.
 Member = collections.namedtuple('Member', ['step', 'learning_rate', 'weights',
                                            'path'])
-
-
-def _member_weights(member):
-  if member.weights is not None:
-    return member.weights
-  return sample_files.read_sample(member.path)[0]
 
 
 class BayesianEnsemble(object):
@@ -41,26 +40,33 @@ class BayesianEnsemble(object):
 
   Args:
     model: the `keras.Model` whose architecture the samples belong to. Its
-      own weights are restored after every prediction.
+      own weights are restored after every prediction. An unbuilt model is
+      built on the first batch it predicts.
     members: list of `Member`s (normally built by `SampleCollector`).
-    task: ``'classification'`` (the model outputs class probabilities, or
-      logits with ``from_logits=True``) or ``'regression'``.
-    from_logits: Python bool.
+    likelihood: `None` (read from ``model.loss``; the model must be
+      compiled), ``'categorical'``, ``'bernoulli'``, ``'gaussian'`` or a
+      `tfp_adaptive.keras.likelihoods.Likelihood`.
+    from_logits: `None` (from the loss) or Python bool.
+    noise_variance: Gaussian only: `None` (implied by the MSE, ``K/2`` per
+      output) or ``σ² > 0``.
     weighting: ``'uniform'`` or ``'step_size'``.
-    noise_variance: regression only; observation-noise variance added to the
-      predictive variance and used by the log-likelihood (default 1).
+
+  Example:
+    >>> ens = collector.ensemble
+    >>> probs = ens.predict(x_test)          # mean of member probabilities
+    >>> ens.evaluate(x_test, y_test)         # log_likelihood, accuracy, ece, brier
   """
 
-  def __init__(self, model, members, task='classification', from_logits=False,
-               weighting='uniform', noise_variance=1.):
+  def __init__(self, model, members, likelihood=None, from_logits=None,
+               noise_variance=None, weighting='uniform'):
+    if not isinstance(model, keras.Model):
+      raise TypeError('`model` must be a keras.Model. Received: %r' % (model,))
     self.model = model
     self.members = list(members)
-    self.task = validation.check_choice('task', task, TASKS)
-    self.from_logits = bool(from_logits)
+    self.likelihood = resolve_likelihood(model, likelihood, from_logits,
+                                         noise_variance)
     self.weighting = validation.check_choice('weighting', weighting,
                                              WEIGHTINGS)
-    self.noise_variance = validation.check_number(
-        'noise_variance', noise_variance, low=0., low_open=True)
 
   def __len__(self):
     return len(self.members)
@@ -76,73 +82,87 @@ class BayesianEnsemble(object):
       w = np.array([m.learning_rate for m in self.members], np.float64)
     return w / w.sum()
 
-  def _set(self, weights):
-    for v in self.model.weights:
-      v.assign(weights[_match(v.path, weights)])
-
-  def iterate_members(self):
+  def iterate_members(self, x=None):
     """Yields ``self.model`` with each member's weights loaded in turn.
 
-    The model's own weights are restored afterwards (also on early exit), so
-    any per-member computation (e.g. a curvature diagnostic) can use the
-    model directly: ``for model in ensemble.iterate_members(): ...``.
+    The model's own weights are restored afterwards (also on early exit).
+    An unbuilt model is first built by calling it on `x` (a batch of
+    inputs); without `x` it raises.
     """
+    self._build(x)
     original = [v.numpy() for v in self.model.weights]
     try:
       for member in self.members:
-        self._set(_member_weights(member))
+        assign_weights(self.model, member_values(member))
         yield self.model
     finally:
       for v, value in zip(self.model.weights, original):
         v.assign(value)
 
-  def _member_outputs(self, x, batch_size):
-    """Yields each member's output on `x` (probabilities or mean), as NumPy."""
-    for model in self.iterate_members():
-      out = np.asarray(model.predict(x, batch_size=batch_size, verbose=0),
-                       np.float64)
-      if self.task == 'classification' and self.from_logits:
-        out = tf.nn.softmax(out, axis=-1).numpy()
-      yield out
+  def _outputs(self, x, batch_size):
+    """Yields ``(w_s, raw output of member s on x)``."""
+    for w, model in zip(self.member_weights(), self.iterate_members(x)):
+      yield w, model.predict(x, batch_size=batch_size, verbose=0)
+
+  def _predictive(self, x, y, batch_size):
+    acc = predictive.Predictive(self.likelihood, y)
+    for w, out in self._outputs(x, batch_size):
+      acc.add(w, out)
+    return acc
 
   def predict_members(self, x, batch_size=None):
     """Array ``[S, n, ...]`` of every member's probabilities (or means)."""
-    return np.stack(list(self._member_outputs(x, batch_size)))
+    x, _ = as_arrays(x)
+    return np.stack([self.likelihood.member_output(out)
+                     for _, out in self._outputs(x, batch_size)])
 
   def predict(self, x, batch_size=None):
-    """Posterior predictive: probabilities, or ``(mean, variance)`` for regression.
+    """Posterior predictive: probabilities, or ``(mean, variance)`` (Gaussian).
 
-    Streams over the members (one member's weights in memory at a time).
+    Args:
+      x: inputs (arrays) or a `tf.data.Dataset` of inputs or ``(x, y)``
+        pairs (read once, so every member sees the same examples in the same
+        order, even from a shuffled dataset).
+      batch_size: as `keras.Model.predict`.
+
+    Returns:
+      Categorical: ``[n, K]`` probabilities, the weighted mean of the
+      members'. Bernoulli: ``P(y = 1)`` shaped like the model's output.
+      Gaussian: ``(mean, variance)``, the variance being the members'
+      spread plus the noise variance.
     """
-    w = self.member_weights()
-    first = second = None
-    for ws, out in zip(w, self._member_outputs(x, batch_size)):
-      first = ws * out if first is None else first + ws * out
-      if self.task == 'regression':
-        sq = ws * out ** 2
-        second = sq if second is None else second + sq
-    if self.task == 'classification':
-      return first
-    return first, np.maximum(second - first ** 2, 0.) + self.noise_variance
+    x, _ = as_arrays(x)
+    return self._predictive(x, None, batch_size).prediction()
 
-  def evaluate(self, x, y, batch_size=None, num_bins=15):
-    """Log predictive likelihood, accuracy, ECE and Brier score (or RMSE).
+  def log_likelihood_points(self, x, y=None, batch_size=None):
+    """``log p̄(y_i | x_i)`` for every example (as `predict`'s arguments)."""
+    x, y = as_arrays(x, y)
+    return self._predictive(x, y, batch_size).log_likelihood_points()
+
+  def evaluate(self, x, y=None, batch_size=None, num_bins=15):
+    """Scores of the posterior predictive on ``(x, y)`` or a `tf.data.Dataset`.
 
     Returns:
       dict. Classification: ``log_likelihood`` (mean log p̄(y|x)),
       ``accuracy``, ``ece`` (`tfp.stats.expected_calibration_error`,
-      `num_bins` bins), ``brier``. Regression: ``log_likelihood`` (Gaussian
-      with the predictive variance), ``rmse``.
+      `num_bins` bins), ``brier``. Gaussian: ``log_likelihood`` (of the
+      mixture of the members' Gaussians) and ``rmse`` of the predictive mean.
     """
-    y = np.asarray(y)
-    if self.task == 'regression':
-      mean, var = self.predict(x, batch_size)
-      y = y.reshape(mean.shape)
-      ll = -0.5 * (np.log(2 * np.pi * var) + (y - mean) ** 2 / var)
-      return {'log_likelihood': float(ll.mean()),
-              'rmse': float(np.sqrt(((y - mean) ** 2).mean()))}
-    probs = self.predict(x, batch_size)
-    return classification_metrics(probs, y, num_bins)
+    x, y = as_arrays(x, y)
+    if y is None:
+      raise ValueError('`evaluate` needs targets: pass `y`, or a dataset of '
+                       '(x, y) pairs.')
+    return self._predictive(x, y, batch_size).metrics(num_bins)
+
+  def _build(self, x):
+    if self.model.weights:
+      return
+    if x is None:
+      raise ValueError(
+          'The model is not built, so the members\' weights cannot be loaded '
+          'into it. Call it once on a batch of inputs, or pass inputs to '
+          '`predict`/`evaluate`, which build it first.')
+    self.model(tf.nest.map_structure(lambda a: a[:1], x))
 
   # -- files ---------------------------------------------------------------
   def save(self, directory):
@@ -152,22 +172,27 @@ class BayesianEnsemble(object):
     _write_json(os.path.join(directory, 'model.json'), config)
     names = [v.path for v in self.model.weights]
     for m in self.members:
-      w = _member_weights(m)
-      sample_files.write_sample(directory, m.step, names,
-                                [w[n] for n in names],
+      sample_files.write_sample(directory, m.step, names, member_values(m),
                                 {'learning_rate': m.learning_rate})
     _write_json(os.path.join(directory, 'ensemble.json'), {
-        'task': self.task, 'from_logits': self.from_logits,
-        'weighting': self.weighting, 'noise_variance': self.noise_variance,
+        'likelihood': self.likelihood.get_config(),
+        'weighting': self.weighting,
         'steps': [int(m.step) for m in self.members]})
 
   @classmethod
   def load(cls, directory, model=None):
     """Reads a saved ensemble; the model is rebuilt with Keras' safe mode.
 
+    Args:
+      directory: written by `save`.
+      model: optional model to load into (e.g. a subclassed model, built or
+        not); by default it is rebuilt from ``model.json``.
+
     Raises:
       tfp_adaptive.keras.SampleFileError: a member file is missing,
         truncated or corrupted (no partial ensemble is returned).
+      ValueError: a member does not fit the model's variables (their number
+        or a shape differs).
     """
     meta = _read_json(os.path.join(directory, 'ensemble.json'))
     if model is None:
@@ -176,57 +201,84 @@ class BayesianEnsemble(object):
     members = []
     for step in meta['steps']:
       path = sample_files.sample_path(directory, step)
-      _, info = sample_files.read_sample(path)  # Validates every file now.
+      values, info = sample_files.read_arrays(path)  # Validates every file now.
+      if model.weights:
+        check_structure(model, values, path)
       members.append(Member(step, info.get('learning_rate', 1.), None, path))
-    return cls(model, members, task=meta['task'],
-               from_logits=meta['from_logits'], weighting=meta['weighting'],
-               noise_variance=meta['noise_variance'])
+    return cls(model, members, likelihood=meta['likelihood'],
+               weighting=meta['weighting'])
 
 
-def _match(path, weights):
-  """The member key of the model variable `path`.
+def resolve_likelihood(model, likelihood, from_logits, noise_variance):
+  """The `Likelihood` stated, or read from ``model.loss`` when `likelihood` is `None`."""
+  if likelihood is not None:
+    lik = likelihoods.get(likelihood, from_logits=from_logits,
+                          noise_variance=noise_variance)
+    if isinstance(likelihood, likelihoods.Likelihood) and (
+        from_logits is not None or noise_variance is not None):
+      raise ValueError('Pass `from_logits`/`noise_variance` to the '
+                       'Likelihood, not beside it.')
+    return lik
+  loss = getattr(model, 'loss', None)
+  if loss is None:
+    raise ValueError(
+        'The model is not compiled, so the likelihood cannot be read from its '
+        'loss: compile it, or pass likelihood= one of %s.'
+        % ', '.join(map(repr, likelihoods.LIKELIHOODS)))
+  return likelihoods.from_loss(loss, from_logits, noise_variance)
 
-  Exact path, else the unique key equal to it up to leading scopes (a model
-  rebuilt from its config may drop the outer model's name from the paths).
-  """
-  if path in weights:
-    return path
-  found = [k for k in weights
-           if k.endswith('/' + path) or path.endswith('/' + k)]
-  if len(found) != 1:
-    raise ValueError('A member has %s value for the model variable %r; was it '
-                     'collected from a different model?'
-                     % ('no' if not found else 'more than one', path))
-  return found[0]
+
+def member_values(member):
+  """The member's weights as a list in ``model.weights`` order."""
+  if member.weights is not None:
+    return member.weights
+  return sample_files.read_arrays(member.path)[0]
 
 
-def classification_metrics(probs, labels, num_bins=15):
-  """Log-likelihood, accuracy, ECE and Brier of predictive probabilities.
+def check_structure(model, values, where='a member'):
+  """Raises `ValueError` unless `values` fit ``model.weights`` (count, shapes)."""
+  variables = model.weights
+  if len(values) != len(variables):
+    raise ValueError(
+        '%s holds %d arrays but the model has %d variables: it was collected '
+        'from a different architecture.' % (where, len(values),
+                                            len(variables)))
+  for v, a in zip(variables, values):
+    if tuple(v.shape) != tuple(np.shape(a)):
+      raise ValueError(
+          '%s does not fit the model: variable %r has shape %s, the sample '
+          '%s. It was collected from a different architecture.'
+          % (where, v.path, tuple(v.shape), tuple(np.shape(a))))
 
-  Raises:
-    FloatingPointError: some probabilities are NaN/Inf (finite weights can
-      still overflow, e.g. after a diverged chain); the metrics would be
-      meaningless.
-  """
-  probs = np.asarray(probs, np.float64)
-  bad = ~np.all(np.isfinite(probs), axis=-1)
-  if bad.any():
-    raise FloatingPointError(
-        'The ensemble predicts non-finite probabilities for %d of %d inputs '
-        '(a member overflowed: the chain diverged; lower the learning rate).'
-        % (bad.sum(), len(bad)))
-  labels = np.asarray(labels).reshape(-1).astype(np.int64)
-  p_true = probs[np.arange(len(labels)), labels]
-  onehot = np.eye(probs.shape[-1])[labels]
-  ece = tfp.stats.expected_calibration_error(
-      num_bins, logits=tf.math.log(np.maximum(probs, 1e-30).astype(np.float32)),
-      labels_true=labels)
-  return {
-      'log_likelihood': float(np.mean(np.log(np.maximum(p_true, 1e-300)))),
-      'accuracy': float(np.mean(np.argmax(probs, -1) == labels)),
-      'ece': float(ece),
-      'brier': float(np.mean(np.sum((probs - onehot) ** 2, -1))),
-  }
+
+def assign_weights(model, values):
+  """Assigns `values` (``model.weights`` order) after checking the structure."""
+  check_structure(model, values)
+  for v, a in zip(model.weights, values):
+    v.assign(a)
+
+
+def as_arrays(x, y=None):
+  """``(x, y)`` as NumPy structures; a `tf.data.Dataset` is read once, in order."""
+  if not isinstance(x, tf.data.Dataset):
+    return x, y
+  if y is not None:
+    raise ValueError('`y` must be None when `x` is a tf.data.Dataset (it '
+                     'yields the targets).')
+  xs, ys = [], []
+  for element in x:
+    bx, by, bw = keras.utils.unpack_x_y_sample_weight(element)
+    if bw is not None:
+      raise ValueError('The ensemble does not weight examples; the dataset '
+                       'yields sample weights.')
+    xs.append(bx)
+    ys.append(by)
+  if not xs:
+    raise ValueError('The dataset is empty.')
+  cat = lambda *b: np.concatenate([np.asarray(t) for t in b], 0)
+  x = tf.nest.map_structure(cat, *xs)
+  y = None if ys[0] is None else tf.nest.map_structure(cat, *ys)
+  return x, y
 
 
 def _write_json(path, obj):

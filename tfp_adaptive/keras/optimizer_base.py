@@ -23,17 +23,25 @@ single-device Γ). Multi-worker runs must pass the same explicit `seed` on
 every worker: the default seed is drawn per process.
 """
 
+import warnings
+
 import numpy as np
 import tensorflow as tf
 import keras
 
+from tfp_adaptive import _compat
 from tfp_adaptive import validation
 from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.core import tensors
 
-__all__ = ['NONFINITE_POLICIES', 'SamplerOptimizer']
+__all__ = ['NONFINITE_POLICIES', 'SamplerOptimizer', 'backing_variable']
 
 NONFINITE_POLICIES = ('skip', 'raise')
+
+
+def backing_variable(v):
+  """The `tf.Variable` behind `v`: a `keras.Variable`'s value, else `v`."""
+  return v.value if isinstance(v, keras.Variable) else v
 
 
 def _random_seed():
@@ -81,6 +89,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
 
   _default_burnin = 0
   _supports_gamma = True
+  # Set by `SampleCollector`, which raises after the batch for 'raise'.
+  nonfinite_checked_after_batch = False
 
   def __init__(self, learning_rate, data_size=1, burnin=None, temperature=1.,
                gamma='none', gamma_estimator='hutchinson', gamma_subsample=1.,
@@ -142,9 +152,26 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     """Number of steps skipped because of NaN/Inf (int64 variable)."""
     return self._num_nonfinite
 
+  def check_dtype_policy(self):
+    """Raises `ValueError` under a mixed-precision Keras dtype policy.
+
+    Keras wraps the optimizer in a `LossScaleOptimizer`, which silently skips
+    steps while it searches its loss scale (a skipped step is a sample not
+    taken), and float16 gradients lose the precision that the noise and Γ
+    are measured against.
+    """
+    policy = keras.config.dtype_policy().name
+    if policy.startswith('mixed'):
+      raise ValueError(
+          '%s does not support the %r dtype policy: its loss scaling skips '
+          'steps without counting them as samples, and float16 gradients '
+          'are too coarse for Γ. Use keras.config.set_dtype_policy(\'float32\')'
+          ' for sampling.' % (type(self).__name__, policy))
+
   def build(self, var_list):
     if self.built:
       return
+    self.check_dtype_policy()
     super().build(var_list)
     values = [tf.convert_to_tensor(v) for v in var_list]
     template = (self.preconditioner.init(values, 0),
@@ -229,15 +256,14 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
   def _backend_update_step(self, grads, trainable_variables, learning_rate):
     gamma = self._gamma_for(trainable_variables)
     index = [self._get_variable_index(v) for v in trainable_variables]
-    variables = [v.value if isinstance(v, keras.Variable) else v
-                 for v in trainable_variables]
+    variables = [backing_variable(v) for v in trainable_variables]
     grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
     grads = [g for g, _ in grads_and_vars]
     strategy = self._distribution_strategy
     if gamma is not None and strategy.num_replicas_in_sync > 1:
       ctx = tf.distribute.get_replica_context()
       gamma = ctx.all_reduce(tf.distribute.ReduceOp.MEAN, gamma)
-    tf.__internal__.distribute.interim.maybe_merge_call(
+    _compat.maybe_merge_call(
         self._distributed_step, strategy, grads, gamma, index, learning_rate,
         tf.convert_to_tensor(self.iterations))
 
@@ -248,7 +274,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       copies = strategy.experimental_local_results(x)
       return copies[i] if len(copies) > 1 else copies[0]
     per = lambda xs, i: None if xs is None else [local(x, i) for x in xs]
-    all_vars = [v.value for v in self._trainable_variables]
+    all_vars = [backing_variable(v) for v in self._trainable_variables]
     n = len(strategy.experimental_local_results(all_vars[0]))
     for i in range(n):
       vars_i = per(all_vars, i)
@@ -284,6 +310,12 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     # checking those is enough; the step is committed or skipped as a whole.
     ok = tensors.finite_chains(new_parts, 0)
     if self.nonfinite == 'raise':
+      if _compat.in_xla_context() and not self.nonfinite_checked_after_batch:
+        warnings.warn(
+            '%s(nonfinite=\'raise\') under jit_compile=True: XLA drops the '
+            'in-graph check, so a non-finite step is skipped and counted in '
+            '`num_nonfinite` but raises only where a SampleCollector checks '
+            'the count after each batch.' % type(self).__name__)
       with tf.control_dependencies([tf.debugging.Assert(ok, [
           'Non-finite gradient, Γ or weights in %s at iteration' % self.name,
           step, '; lower the learning rate or check the model.'])]):

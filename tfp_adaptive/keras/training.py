@@ -16,8 +16,9 @@ import tensorflow as tf
 import keras
 
 from tfp_adaptive.core import gamma as gamma_lib
+from tfp_adaptive.keras import optimizer_base
 
-__all__ = ['enable_gamma', 'gradients_and_gamma']
+__all__ = ['enable_gamma', 'gamma_enabled', 'gradients_and_gamma']
 
 
 def gradients_and_gamma(optimizer, loss_fn, variables, gamma_loss_fn=None):
@@ -41,7 +42,7 @@ def gradients_and_gamma(optimizer, loss_fn, variables, gamma_loss_fn=None):
     ``gamma == 'none'``.
   """
   optimizer.build(variables)
-  parts = [v.value for v in variables]
+  parts = [optimizer_base.backing_variable(v) for v in variables]
   step = tf.cast(tf.convert_to_tensor(optimizer.iterations), tf.int32)
   pstate, _ = optimizer.sampler_state()
   gamma_seed, noise_seed = optimizer.step_seeds(step)
@@ -89,6 +90,7 @@ def _gamma_train_step(self, data):
     self(x, training=True)
   variables = self.trainable_variables
   optimizer = self.optimizer
+  _check_optimizer(optimizer)
   gamma_loss_fn = None
   if optimizer.needs_gamma and optimizer.gamma_subsample < 1:
     step = tf.cast(tf.convert_to_tensor(optimizer.iterations), tf.int32)
@@ -113,17 +115,44 @@ def _gamma_train_step(self, data):
 def enable_gamma(model):
   """Makes `model.fit` compute Γ for a `SamplerOptimizer` (one line, in place).
 
-  Call after `model.compile` (or before; the train step is only replaced).
-  Models restored with `keras.models.load_model` need the call again.
+  `SampleCollector` calls it at the start of `fit` when the optimizer needs
+  Γ; this is the explicit form (e.g. for `fit` without a collector). Call it
+  before or after `model.compile`; the train step is only replaced. Models
+  restored with `keras.models.load_model` need the call again.
 
   Args:
     model: a `keras.Model` (Sequential, Functional or subclassed).
 
   Returns:
     `model`, for chaining.
+
+  Raises:
+    TypeError: `model` is not a Keras model, or it is compiled with an
+      optimizer that is not a `tfp_adaptive.keras.optimizers` sampler.
   """
   if not isinstance(model, keras.Model):
     raise TypeError('`model` must be a keras.Model. Received: %r' % (model,))
+  optimizer = getattr(model, 'optimizer', None)
+  if optimizer is not None:
+    _check_optimizer(optimizer)
   model.train_step = types.MethodType(_gamma_train_step, model)
   model.train_function = None
   return model
+
+
+def gamma_enabled(model):
+  """True if `enable_gamma` has replaced the model's train step."""
+  step = getattr(model, 'train_step', None)
+  return getattr(step, '__func__', None) is _gamma_train_step
+
+
+def _check_optimizer(optimizer):
+  inner = getattr(optimizer, 'inner_optimizer', None)
+  if isinstance(inner, optimizer_base.SamplerOptimizer):
+    inner.check_dtype_policy()
+  if not isinstance(optimizer, optimizer_base.SamplerOptimizer):
+    raise TypeError(
+        'Γ is computed for the samplers of tfp_adaptive.keras.optimizers '
+        '(SGLD, PSGLD, MongeSGRLD, ...); the model is compiled with %s. '
+        'Compile with one of them, or do not call enable_gamma.'
+        % type(optimizer).__name__)

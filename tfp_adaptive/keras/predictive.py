@@ -1,0 +1,141 @@
+"""The posterior predictive, accumulated one member at a time, and its scores.
+
+`Predictive` streams over members (one member's output in memory at a
+time): ``p̄(y|x) = Σ_s w_s p(y|x, θ_s) / Σ_s w_s`` (Rensmeyer & Niggemann
+2025, eq. 4). Both `BayesianEnsemble` and `SampleCollector`'s running
+validation metric use it, so the two always agree.
+"""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+__all__ = ['Predictive', 'classification_metrics']
+
+
+class Predictive(object):
+  """Running weighted sums of member outputs (and of their log-likelihoods).
+
+  Args:
+    likelihood: a `tfp_adaptive.keras.likelihoods.Likelihood`.
+    y: optional targets; with them, each member's log-likelihood of `y` is
+      accumulated as a log-sum-exp (the exact log predictive density of the
+      mixture, also for regression).
+  """
+
+  def __init__(self, likelihood, y=None):
+    self.likelihood = likelihood
+    self.y = y
+    self.total_weight = 0.
+    self._first = None
+    self._second = None
+    self._log_terms = None  # log Σ_s w_s p(y_i | θ_s), per point.
+    self._labels = None
+
+  def add(self, weight, raw_output):
+    """Adds one member's raw model output with (unnormalised) `weight` > 0."""
+    out = self.likelihood.member_output(raw_output)
+    if not np.all(np.isfinite(out)):
+      raise FloatingPointError(
+          'A member predicts non-finite values for %d of %d inputs (its '
+          'weights overflow on them: the chain diverged; lower the learning '
+          'rate).' % (np.sum(~np.all(np.isfinite(out.reshape(len(out), -1)),
+                                     -1)), len(out)))
+    self.total_weight += weight
+    self._first = _acc(self._first, weight * out)
+    if not self.likelihood.is_classification:
+      self._second = _acc(self._second, weight * out ** 2)
+    if self.y is not None:
+      term = np.log(weight) + self._member_log_likelihood(out)
+      self._log_terms = (term if self._log_terms is None
+                         else np.logaddexp(self._log_terms, term))
+
+  def _member_log_likelihood(self, out):
+    lik = self.likelihood
+    if lik.is_classification:
+      probs = lik.probabilities(out)
+      if self._labels is None:
+        self._labels = lik.labels(self.y, probs.shape[-1])
+        if len(self._labels) != len(probs):
+          raise ValueError('%d labels for %d predictions.'
+                           % (len(self._labels), len(probs)))
+      p = probs[np.arange(len(probs)), self._labels]
+      return np.log(np.maximum(p, 1e-300))
+    y = lik.targets(self.y, out)
+    var = lik.variance(_num_outputs(out))
+    sq = ((y - out) ** 2).reshape(len(out), -1)
+    return -0.5 * np.sum(np.log(2 * np.pi * var) + sq / var, -1)
+
+  def _check(self):
+    if self._first is None:
+      raise ValueError('No member has been added yet.')
+
+  def prediction(self):
+    """Mean probabilities, or ``(mean, variance)`` for a Gaussian likelihood."""
+    self._check()
+    mean = self._first / self.total_weight
+    if self.likelihood.is_classification:
+      return mean
+    var = np.maximum(self._second / self.total_weight - mean ** 2, 0.)
+    return mean, var + self.likelihood.variance(_num_outputs(mean))
+
+  def log_likelihood_points(self):
+    """``log p̄(y_i | x_i)`` per point (needs `y`)."""
+    self._check()
+    if self.y is None:
+      raise ValueError('`Predictive` was built without targets `y`.')
+    return self._log_terms - np.log(self.total_weight)
+
+  def metrics(self, num_bins=15):
+    """Classification: log_likelihood, accuracy, ece, brier; Gaussian: log_likelihood, rmse."""
+    lik = self.likelihood
+    ll = float(np.mean(self.log_likelihood_points()))
+    if not lik.is_classification:
+      mean, _ = self.prediction()
+      y = lik.targets(self.y, mean)
+      return {'log_likelihood': ll,
+              'rmse': float(np.sqrt(np.mean((y - mean) ** 2)))}
+    out = classification_metrics(lik.probabilities(self.prediction()),
+                                 self._labels, num_bins)
+    out['log_likelihood'] = ll
+    return out
+
+
+def classification_metrics(probs, labels, num_bins=15):
+  """Log-likelihood, accuracy, ECE and Brier of predictive probabilities.
+
+  Args:
+    probs: ``[n, K]`` probabilities.
+    labels: ``[n]`` integer labels.
+    num_bins: bins of `tfp.stats.expected_calibration_error`.
+
+  Raises:
+    FloatingPointError: some probabilities are NaN/Inf.
+  """
+  probs = np.asarray(probs, np.float64)
+  bad = ~np.all(np.isfinite(probs), axis=-1)
+  if bad.any():
+    raise FloatingPointError(
+        'The ensemble predicts non-finite probabilities for %d of %d inputs '
+        '(a member overflowed: the chain diverged; lower the learning rate).'
+        % (bad.sum(), len(bad)))
+  labels = np.asarray(labels).reshape(-1).astype(np.int64)
+  p_true = probs[np.arange(len(labels)), labels]
+  onehot = np.eye(probs.shape[-1])[labels]
+  ece = tfp.stats.expected_calibration_error(
+      num_bins, logits=tf.math.log(np.maximum(probs, 1e-30).astype(np.float32)),
+      labels_true=labels)
+  return {
+      'log_likelihood': float(np.mean(np.log(np.maximum(p_true, 1e-300)))),
+      'accuracy': float(np.mean(np.argmax(probs, -1) == labels)),
+      'ece': float(ece),
+      'brier': float(np.mean(np.sum((probs - onehot) ** 2, -1))),
+  }
+
+
+def _acc(total, value):
+  return value if total is None else total + value
+
+
+def _num_outputs(out):
+  return int(np.prod(out.shape[1:])) if out.ndim > 1 else 1
