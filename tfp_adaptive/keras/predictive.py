@@ -37,9 +37,9 @@ class Predictive(object):
     out = self.likelihood.member_output(raw_output)
     if not np.all(np.isfinite(out)):
       raise FloatingPointError(
-          'A member predicts non-finite values for %d of %d inputs (its '
-          'weights overflow on them: the chain diverged; lower the learning '
-          'rate).' % (np.sum(~np.all(np.isfinite(out.reshape(len(out), -1)),
+          'A member predicts non-finite values for %d of %d inputs: NaN/Inf '
+          'in those inputs, or weights that overflow on them (a diverged '
+          'chain; lower the learning rate).' % (np.sum(~np.all(np.isfinite(out.reshape(len(out), -1)),
                                      -1)), len(out)))
     self.total_weight += weight
     self._first = _acc(self._first, weight * out)

@@ -2,6 +2,7 @@
 
 import sys
 import time
+import warnings
 import weakref
 
 import numpy as np
@@ -46,10 +47,18 @@ class _Progress(object):
       self.bar.close()
 
 
-def _check_finite(kernel, results):
-  count = _find_nonfinite(results)
+def _check_finite(kernel, results, stuck_steps):
+  count = _find_field(results, 'num_nonfinite')
   if count is None:
     return
+  unmoved = _find_field(results, 'num_unmoved')
+  stuck = 0 if unmoved is None else int(np.sum(np.asarray(unmoved) >= stuck_steps))
+  if stuck:
+    warnings.warn(
+        '%s: %d chain(s) have not moved for the last %d or more steps (every '
+        'step rejected as non-finite). Lower `step_size`, or check the target '
+        'for NaN/Inf and constraints without a bijector.'
+        % (type(kernel).__name__, stuck, stuck_steps))
   total = int(np.sum(count))
   policy = getattr(kernel, 'parameters', {}).get('nonfinite')
   if total and policy == 'raise':
@@ -59,22 +68,24 @@ def _check_finite(kernel, results):
         % (type(kernel).__name__, total))
 
 
-def _find_nonfinite(results):
+def _find_field(results, name):
   while results is not None:
-    if hasattr(results, 'num_nonfinite'):
-      return results.num_nonfinite
+    if hasattr(results, name):
+      return getattr(results, name)
     results = getattr(results, 'inner_results', None)
   return None
 
 
 def sample(kernel, current_state, num_results, num_burnin_steps=0,
            num_steps_between_results=0, trace_fn=None, seed=None,
-           chunk_size=1000, progress=True, jit_compile=True):
+           chunk_size=1000, progress=True, jit_compile=True, stuck_steps=100):
   """`tfp.mcmc.sample_chain` in compiled chunks, with a progress bar.
 
   Each chunk of `chunk_size` results is one XLA-compiled `sample_chain` call
   (traced once and reused); between chunks the kernel results are checked
-  for non-finite steps (``nonfinite='raise'`` raises `FloatingPointError`).
+  for non-finite steps (``nonfinite='raise'`` raises `FloatingPointError`,
+  also under XLA, which drops the kernel's in-graph check) and for chains
+  that have not moved for `stuck_steps` steps (a warning).
 
   Args:
     kernel: a `tfp.mcmc.TransitionKernel`.
@@ -87,6 +98,8 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
     chunk_size: int >= 1, results per compiled call.
     progress: show a bar / periodic lines.
     jit_compile: compile each chunk with XLA.
+    stuck_steps: int >= 1; warn when a chain's last this many steps were all
+      rejected (``kernel_results.num_unmoved``).
 
   Returns:
     ``(samples, trace, final_kernel_results)`` (trace is `None` without
@@ -97,6 +110,7 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
   validation.check_int('num_steps_between_results', num_steps_between_results,
                        low=0)
   validation.check_int('chunk_size', chunk_size)
+  validation.check_int('stuck_steps', stuck_steps)
   seed = tfp.random.sanitize_seed(seed)
   key = ('sample', trace_fn, num_steps_between_results, jit_compile)
   runners = _RUNNERS.setdefault(kernel, {})
@@ -116,7 +130,7 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
       seed, chunk_seed = tfp.random.split_seed(seed)
       out = run(state, results, n, burn, chunk_seed)
       chunk, (tr, _), results = out.all_states, out.trace, out.final_kernel_results
-      _check_finite(kernel, results)
+      _check_finite(kernel, results, stuck_steps)
       samples.append(chunk)
       traces.append(tr)
       state = tf.nest.map_structure(lambda x: x[-1], chunk)
@@ -197,7 +211,7 @@ def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
       n = min(chunk_steps, num_steps - done)
       seed, run_seed = tfp.random.split_seed(seed)
       state, results, counts = run(state, results, tf.constant(n), run_seed)
-      _check_finite(kernel, results)
+      _check_finite(kernel, results, stuck_steps)
       total += counts.numpy()
       done += n
       bar.update(n)

@@ -12,13 +12,13 @@ from tfp_adaptive.core import tensors
 
 __all__ = ['AdaptiveSGMCMC', 'AdaptiveSGMCMCKernelResults', 'NONFINITE_POLICIES']
 
-NONFINITE_POLICIES = ('reject', 'raise', 'ignore')
+NONFINITE_POLICIES = ('reject', 'reject_at_proposal', 'raise', 'ignore')
 
 
 class AdaptiveSGMCMCKernelResults(
     collections.namedtuple('AdaptiveSGMCMCKernelResults', [
         'target_log_prob', 'preconditioner_state', 'momentum', 'step',
-        'num_nonfinite', 'seed'])):
+        'num_nonfinite', 'num_unmoved', 'last_good_state', 'seed'])):
   """State of a sampler between steps (nothing mutable lives on the kernel).
 
   Fields:
@@ -28,6 +28,11 @@ class AdaptiveSGMCMCKernelResults(
     step: int32 number of steps taken.
     num_nonfinite: int32 per chain, steps whose log-prob, gradient or
       proposal was NaN/Inf (and, with ``nonfinite='reject'``, were undone).
+    num_unmoved: int32 per chain, consecutive rejected steps up to now (0
+      after a step that moved); `tfp_adaptive.mcmc.sample` warns when a
+      chain has not moved for many steps.
+    last_good_state: list of parts, per chain the last state from which a
+      finite step was taken; a rejected chain returns there.
     seed: the stateless seed the last step used.
   """
   __slots__ = ()
@@ -144,6 +149,8 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           momentum=self.algorithm.init_momentum(parts),
           step=tf.constant(0, tf.int32),
           num_nonfinite=tf.zeros(tf.shape(lp), tf.int32),
+          num_unmoved=tf.zeros(tf.shape(lp), tf.int32),
+          last_good_state=parts,
           seed=tfp.random.sanitize_seed(0))
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
@@ -165,35 +172,59 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
       new_parts, momentum = self.algorithm.update(
           parts, grads, pstate, prev.momentum, gamma, h, p['temperature'],
           noise_seed, batch_ndims, gradient_scale=1.)
-      new_parts, pstate, momentum, bad = self._handle_nonfinite(
-          lp, parts, new_parts, prev, pstate, momentum, batch_ndims)
+      here = tf.math.is_finite(lp)
+      ok = here & tensors.finite_chains(new_parts, batch_ndims)
+      metric_ok = ok
+      if p['nonfinite'] == 'reject_at_proposal':
+        ok &= tf.math.is_finite(self._log_prob(new_parts, batch_seed))
+        for leaf in tf.nest.flatten((pstate, momentum)):
+          if leaf.dtype.is_floating and leaf.shape.rank >= batch_ndims:
+            here &= tensors.finite_chains([leaf], batch_ndims)
+        metric_ok = here
+      new_parts, pstate, momentum, good, ok = self._handle_nonfinite(
+          ok, metric_ok, parts, new_parts, prev, pstate, momentum,
+          batch_ndims)
+      bad = tf.cast(~ok, tf.int32)
       results = AdaptiveSGMCMCKernelResults(
           target_log_prob=lp, preconditioner_state=pstate, momentum=momentum,
           step=prev.step + 1,
-          num_nonfinite=prev.num_nonfinite + tf.cast(bad, tf.int32),
-          seed=seed)
+          num_nonfinite=prev.num_nonfinite + bad,
+          num_unmoved=(prev.num_unmoved + 1) * bad,
+          last_good_state=good, seed=seed)
       return _like(new_parts, current_state), results
 
-  def _handle_nonfinite(self, lp, parts, new_parts, prev, pstate, momentum,
-                        batch_ndims):
-    """Applies the ``nonfinite`` policy per chain; returns the bad-chain mask.
+  def _handle_nonfinite(self, ok, metric_ok, parts, new_parts, prev, pstate,
+                        momentum, batch_ndims):
+    """Applies the ``nonfinite`` policy per chain.
 
-    A NaN/Inf in ∇û, Γ or the metric reaches θ', so θ' (and the log-prob)
-    is all that is checked.
+    A step is good (`ok`) when the log-prob at the current state and the
+    proposal are finite (a NaN/Inf in ∇û, Γ or the metric reaches the
+    proposal, so that is all that is checked), and with
+    ``'reject_at_proposal'`` also the log-prob at the proposal. A chain whose
+    step is not good returns to its last good state (the last state from
+    which a good step was taken) and draws fresh noise next step, so it
+    does not freeze at a wall. The metric statistics of the step are kept
+    where `metric_ok` (they came from a finite gradient), else those of the
+    step before. With ``'reject'`` a proposal that lands where the log-prob is
+    -inf is undone one step later (its log-prob is first evaluated by the
+    next step), so such a state can appear once in the trace;
+    ``'reject_at_proposal'`` evaluates the log-prob at the proposal (one
+    more forward pass a step) and never lets it in.
+
+    Returns:
+      ``(new_parts, pstate, momentum, last_good_state, ok)``.
     """
-    ok = tf.math.is_finite(lp) & tensors.finite_chains(new_parts, batch_ndims)
     policy = self.parameters['nonfinite']
     if policy == 'ignore':
-      return new_parts, pstate, momentum, ~ok
+      return new_parts, pstate, momentum, parts, ok
     if policy == 'raise':  # A no-op under XLA: `sample` re-checks the count.
       with tf.control_dependencies([tf.debugging.Assert(
           tf.reduce_all(ok),
           ['Non-finite log-prob, gradient or state in %s at step' % self.name,
            prev.step, '. Lower the step size or check the model.'])]):
         ok = tf.identity(ok)
-    new_parts = tensors.where_chains(ok, new_parts, parts, batch_ndims)
-    pstate = tensors.where_chains(ok, pstate, prev.preconditioner_state,
-                                  batch_ndims)
-    momentum = tensors.where_chains(ok, momentum, prev.momentum, batch_ndims)
-    return new_parts, pstate, momentum, ~ok
-
+    where = lambda a, b, m=ok: tensors.where_chains(m, a, b, batch_ndims)
+    good = where(parts, prev.last_good_state)
+    return (where(new_parts, good),
+            where(pstate, prev.preconditioner_state, metric_ok),
+            where(momentum, prev.momentum, metric_ok), good, ok)

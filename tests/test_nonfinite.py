@@ -1,0 +1,119 @@
+"""No silent freeze: hard walls in kernels, poisoned batches in Keras, 'raise' under XLA."""
+
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import keras
+
+import tfp_adaptive as tfa
+
+
+def _half_normal(x):
+  """N(0, 1) restricted to x > 0: log-prob -inf beyond a hard wall at 0."""
+  return tf.where(x > 0., -0.5 * x ** 2, tf.fill(tf.shape(x), -np.inf))
+
+
+@pytest.mark.parametrize('policy', ['reject', 'reject_at_proposal'])
+def test_hard_wall_does_not_freeze_chains(policy):
+  kernel = tfa.mcmc.SGLD(_half_normal, step_size=0.05, nonfinite=policy)
+  xs, _, results = tfa.mcmc.sample(kernel, tf.fill([500], 0.5), 1500,
+                                   progress=False, seed=(1, 2))
+  xs = xs.numpy()
+  assert int(np.sum(results.num_nonfinite)) > 0          # Counted.
+  assert int(np.max(results.num_unmoved)) < 20           # Nobody stuck.
+  # Chains keep moving: every chain visits a wide range late in the run.
+  assert np.all(xs[-500:].max(0) - xs[-500:].min(0) > 0.5)
+  if policy == 'reject_at_proposal':
+    assert np.all(xs > 0)                                # Never in the wall.
+  else:
+    # A state in the wall is undone by the very next step.
+    bad = xs <= 0
+    assert not np.any(bad[:-1] & bad[1:])
+  # Half-normal mean sqrt(2/pi) within 0.1 (the boundary's O(sqrt h) bias
+  # is ~0.05 at this step; the Monte Carlo error of the mean is ~0.005).
+  np.testing.assert_allclose(np.mean(xs[500:][xs[500:] > 0]),
+                             np.sqrt(2 / np.pi), atol=0.1)
+
+
+def test_a_chain_that_cannot_move_is_reported():
+  kernel = tfa.mcmc.SGLD(_half_normal, step_size=0.05)
+  with pytest.warns(UserWarning, match='have not moved'):
+    _, _, results = tfa.mcmc.sample(kernel, tf.constant([-1., 0.5]), 200,
+                                    progress=False, seed=(1, 2),
+                                    stuck_steps=100)
+  assert results.num_unmoved.numpy()[0] == 200
+  assert results.num_unmoved.numpy()[1] < 100
+
+
+def test_raise_raises_under_xla():
+  kernel = tfa.mcmc.SGLD(_half_normal, step_size=0.05, nonfinite='raise')
+  with pytest.raises(FloatingPointError, match='non-finite'):
+    tfa.mcmc.sample(kernel, tf.fill([10], 0.5), 300, progress=False,
+                    seed=(1, 2), jit_compile=True)
+
+
+def _poisoned(n=240, every=4):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(n, 4)).astype('float32')
+  y = (x[:, 0] > 0).astype('int64')
+  x[::20 * every] = np.nan  # One row in every `every`-th batch of 20.
+  return x, y
+
+
+def _model(**opt_kwargs):
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((4,)),
+                            keras.layers.Dense(8, activation='tanh'),
+                            keras.layers.Dense(2)])
+  model.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=240, seed=0,
+                                           **opt_kwargs),
+                keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  return model
+
+
+def test_poisoned_batches_are_counted_logged_and_never_sampled():
+  x, y = _poisoned()
+  model = _model()
+  collector = tfa.keras.SampleCollector(thinning=1)
+  with pytest.warns(UserWarning, match='skipped'):
+    history = model.fit(x, y, batch_size=20, epochs=3, shuffle=False,
+                        verbose=0, callbacks=[collector])
+  skipped = int(model.optimizer.num_nonfinite.numpy())
+  assert skipped == 9                               # 3 per epoch.
+  assert collector.num_nonfinite == skipped
+  assert history.history['num_nonfinite'] == [3, 6, 9]
+  steps = [m.step for m in collector.members]
+  assert len(steps) == 36 - skipped                  # One per good step.
+  assert len(set(steps)) == len(steps)
+  weights = [np.concatenate([w.ravel() for w in m.weights])
+             for m in collector.members]
+  assert all(np.all(np.isfinite(w)) for w in weights)
+  assert all(not np.array_equal(a, b) for a, b in zip(weights, weights[1:]))
+  clean = x[np.all(np.isfinite(x), -1)]
+  assert np.all(np.isfinite(collector.ensemble.predict(clean)))
+  with pytest.raises(FloatingPointError, match='NaN/Inf in those inputs'):
+    collector.ensemble.predict(x)
+
+
+def test_all_batches_poisoned_is_reported_as_a_stuck_chain():
+  x, y = _poisoned(every=1)
+  x[:] = np.nan
+  model = _model()
+  collector = tfa.keras.SampleCollector(stuck_steps=10)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    model.fit(x, y, batch_size=20, epochs=1, verbose=0, callbacks=[collector])
+  assert any('not moving' in str(w.message) for w in caught)
+  assert collector.members == []
+
+
+@pytest.mark.parametrize('jit', [False, True])
+def test_optimizer_raise_policy_raises_in_fit(jit):
+  x, y = _poisoned()
+  model = _model(nonfinite='raise')
+  model.compile(model.optimizer, model.loss, jit_compile=jit)
+  with pytest.raises((FloatingPointError, tf.errors.InvalidArgumentError)):
+    model.fit(x, y, batch_size=20, epochs=1, shuffle=False, verbose=0,
+              callbacks=[tfa.keras.SampleCollector()])
