@@ -61,7 +61,7 @@ def test_linear_regression_posterior(name):
   data = tf.data.Dataset.from_tensors((x, y)).repeat()  # Full batch.
   model.fit(data, steps_per_epoch=steps // 10, epochs=10, verbose=0,
             callbacks=[col])
-  w = np.stack([m.weights[model.weights[0].path].ravel()
+  w = np.stack([m.weights[0].ravel()
                 for m in col.members])
   se_mean = _batch_means_se(w)
   centred = w - w.mean(0)

@@ -34,6 +34,12 @@ class MinibatchLogProb(object):
 
   def __init__(self, log_likelihood_fn, data, batch_size, log_prior_fn=None,
                gamma_batch_size=None):
+    if not callable(log_likelihood_fn):
+      raise TypeError('`log_likelihood_fn` must be callable. Received: %r'
+                      % (log_likelihood_fn,))
+    if log_prior_fn is not None and not callable(log_prior_fn):
+      raise TypeError('`log_prior_fn` must be callable or None. Received: %r'
+                      % (log_prior_fn,))
     self.data = tf.nest.map_structure(tf.convert_to_tensor, data)
     self.num_examples = int(tf.nest.flatten(self.data)[0].shape[0])
     self.batch_size = validation.check_int('batch_size', batch_size)

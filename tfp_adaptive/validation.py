@@ -5,7 +5,8 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
-__all__ = ['check_choice', 'check_int', 'check_number', 'static_value']
+__all__ = ['check_bool', 'check_choice', 'check_int', 'check_number',
+           'check_seed', 'static_value']
 
 
 def static_value(x):
@@ -23,8 +24,11 @@ def static_value(x):
 def check_number(name, value, low=None, high=None, low_open=False,
                  high_open=False):
   """Raises `ValueError` unless `value` (if static) lies in the given range."""
-  if value is None:
-    raise TypeError('`%s` must be a number. Received: None' % name)
+  if value is None or isinstance(value, (str, bytes, bool, np.bool_)) or not (
+      isinstance(value, (numbers.Number, np.ndarray, np.generic)) or
+      tf.is_tensor(value) or hasattr(value, 'dtype')):
+    raise TypeError('`%s` must be a number. Received: %s=%r'
+                    % (name, name, value))
   v = static_value(value)
   if v is None:
     return value
@@ -45,20 +49,40 @@ def check_number(name, value, low=None, high=None, low_open=False,
   return value
 
 
-def check_int(name, value, low=1):
-  """Raises unless `value` is a Python int >= `low`."""
-  if isinstance(value, bool) or not isinstance(value, (numbers.Integral,)):
-    raise TypeError('`%s` must be an integer >= %d. Received: %s=%r'
-                    % (name, low, name, value))
-  if value < low:
-    raise ValueError('`%s` must be an integer >= %d. Received: %s=%r'
-                     % (name, low, name, value))
+def check_int(name, value, low=1, high=None):
+  """Raises unless `value` is a Python int in ``[low, high]``."""
+  allowed = ('an integer >= %d' % low if high is None else
+             'an integer in [%d, %d]' % (low, high))
+  if isinstance(value, (bool, np.bool_)) or not isinstance(
+      value, numbers.Integral):
+    raise TypeError('`%s` must be %s. Received: %s=%r'
+                    % (name, allowed, name, value))
+  if value < low or (high is not None and value > high):
+    raise ValueError('`%s` must be %s. Received: %s=%r'
+                     % (name, allowed, name, value))
   return int(value)
+
+
+def check_bool(name, value):
+  """Raises `TypeError` unless `value` is a Python (or NumPy) bool."""
+  if not isinstance(value, (bool, np.bool_)):
+    raise TypeError('`%s` must be True or False. Received: %s=%r'
+                    % (name, name, value))
+  return bool(value)
+
+
+def check_seed(name, value):
+  """An int seed in ``[0, 2**31 - 1]`` (larger ones would wrap silently)."""
+  return check_int(name, value, low=0, high=2**31 - 1)
 
 
 def check_choice(name, value, choices):
   """Raises `ValueError` unless `value` is one of `choices`."""
-  if value not in choices:
+  try:
+    known = value in choices
+  except TypeError:  # Unhashable or incomparable.
+    known = False
+  if not known:
     raise ValueError('`%s` must be one of %s. Received: %s=%r'
                      % (name, ', '.join(repr(c) for c in choices), name, value))
   return value

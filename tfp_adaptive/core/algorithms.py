@@ -123,7 +123,8 @@ def psgld(preconditioner_decay_rate, diagonal_bias, bias_outside_sqrt=False,
   _decay('preconditioner_decay_rate', preconditioner_decay_rate)
   _nonnegative('diagonal_bias', diagonal_bias)
   return Algorithm(preconditioners.RMSprop(
-      preconditioner_decay_rate, diagonal_bias, bool(bias_outside_sqrt),
+      preconditioner_decay_rate, diagonal_bias,
+      validation.check_bool('bias_outside_sqrt', bias_outside_sqrt),
       initial_value))
 
 
@@ -167,8 +168,9 @@ def adam_sgld(preconditioner_decay_rate, momentum_decay_rate, drift_scale,
   _decay('momentum_decay_rate', momentum_decay_rate)
   _nonnegative('drift_scale', drift_scale)
   _nonnegative('diagonal_bias', diagonal_bias)
-  pre = preconditioners.RMSprop(preconditioner_decay_rate, diagonal_bias,
-                                bool(bias_outside_sqrt))
+  pre = preconditioners.RMSprop(
+      preconditioner_decay_rate, diagonal_bias,
+      validation.check_bool('bias_outside_sqrt', bias_outside_sqrt))
   return Algorithm(pre, noise_preconditioned=False,
                    momentum_decay_rate=momentum_decay_rate,
                    drift_scale=drift_scale)

@@ -206,7 +206,7 @@ def get(identifier, from_logits=None, noise_variance=None):
     raise ValueError('`noise_variance` applies to likelihood=\'gaussian\' '
                      'only. Received likelihood=%r.' % (identifier,))
   cls = Categorical if identifier == 'categorical' else Bernoulli
-  return cls(bool(from_logits))
+  return cls(False if from_logits is None else from_logits)
 
 
 def from_loss(loss, from_logits=None, noise_variance=None):
@@ -224,6 +224,8 @@ def from_loss(loss, from_logits=None, noise_variance=None):
       custom function, several outputs, label smoothing); the message says
       to pass ``likelihood=`` explicitly.
   """
+  if from_logits is not None:
+    _check_bool('from_logits', from_logits)
   name, logits, smoothing = _describe(loss)
   kind = _NAMES.get(name)
   if kind is None or smoothing:

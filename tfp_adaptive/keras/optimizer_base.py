@@ -120,8 +120,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         low_open=True)
     self.nonfinite = validation.check_choice('nonfinite', nonfinite,
                                              NONFINITE_POLICIES)
-    self.seed = _random_seed() if seed is None else validation.check_int(
-        'seed', seed, low=0)
+    self.seed = _random_seed() if seed is None else validation.check_seed(
+        'seed', seed)
     self._hyperparameters = dict(hyperparameters or {})
     for key, value in self._hyperparameters.items():
       setattr(self, key, value)

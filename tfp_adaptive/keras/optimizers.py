@@ -70,7 +70,7 @@ class PSGLD(SamplerOptimizer):
         learning_rate, hyperparameters=dict(
             preconditioner_decay_rate=preconditioner_decay_rate,
             diagonal_bias=diagonal_bias,
-            bias_outside_sqrt=bool(bias_outside_sqrt)),
+            bias_outside_sqrt=bias_outside_sqrt),
         gamma=gamma, **kwargs)
 
   def _make_algorithm(self):
@@ -197,7 +197,7 @@ class AdamSGLD(SamplerOptimizer):
             momentum_decay_rate=momentum_decay_rate,
             drift_scale=drift_scale,
             diagonal_bias=diagonal_bias,
-            bias_outside_sqrt=bool(bias_outside_sqrt)),
+            bias_outside_sqrt=bias_outside_sqrt),
         **kwargs)
 
   def _make_algorithm(self):

@@ -61,6 +61,14 @@ class GaussianPrior(keras.regularizers.Regularizer):
     return {'data_size': self.data_size, 'scale': self.scale}
 
 
+def _check_model(model):
+  if not isinstance(model, keras.Model):
+    raise TypeError('`model` must be a keras.Model. Received: %r' % (model,))
+  if not model.built:
+    raise ValueError('`model` must be built (call it on a batch, or give '
+                     'it an Input) before a prior is added.')
+
+
 def _kernels(model):
   for layer in model.layers:
     if hasattr(layer, 'layers'):
@@ -76,6 +84,8 @@ def add_gaussian_prior(model, data_size, scale='fan_in', biases=True):
   Weights that already have a regularizer (e.g. a horseshoe prior) and the
   horseshoe scales are left alone; ``biases=False`` also skips 1-D weights.
   """
+  _check_model(model)
+  validation.check_bool('biases', biases)
   prior = GaussianPrior(data_size, scale)
   for v in model.trainable_weights:
     if v.regularizer is not None or v.name == _SCALE_NAME:
@@ -122,8 +132,11 @@ def add_horseshoe_prior(model, data_size, global_scale=1., init_scale=None):
   config does not have the scale variables (samples hold them; a
   `BayesianEnsemble` only sets the variables its model has).
   """
+  _check_model(model)
   validation.check_number('data_size', data_size, low=1.)
   validation.check_number('global_scale', global_scale, low=0., low_open=True)
+  if init_scale is not None:
+    validation.check_number('init_scale', init_scale, low=0., low_open=True)
   for layer, kernel in _kernels(model):
     scale = init_scale or 1. / math.sqrt(_fan_in(kernel.shape))
     # Keras locks a built layer's state; it unlocks it the same way to add

@@ -38,7 +38,7 @@ class Window(object):
     self.max_samples = max_samples
     self.window = validation.check_choice('window', window, WINDOWS)
     self.num_seen = 0
-    self.rng = np.random.default_rng(validation.check_int('seed', seed, low=0))
+    self.rng = np.random.default_rng(validation.check_seed('seed', seed))
 
   def slot(self, members):
     """Counts one more sample seen; index it goes to in `members`, or `None` to drop it.

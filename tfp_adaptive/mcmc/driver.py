@@ -161,7 +161,7 @@ def _sample_runner(kernel, trace_fn, num_steps_between_results, jit_compile):
 
 def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
                          chunk_steps=100000, num_groups=1, progress=True,
-                         jit_compile=True):
+                         jit_compile=True, stuck_steps=100000):
   """Histogram of every visited state of a 1-D kernel, streamed (no storage).
 
   Rensmeyer & Niggemann's estimator of the stationary density (eq. 40–41):
@@ -177,6 +177,7 @@ def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
     chunk_steps: steps per compiled call.
     num_groups: chains are split into this many contiguous groups with
       separate counts (their spread measures the Monte Carlo error).
+    stuck_steps: warn when a chain's last this many steps were all rejected.
 
   Returns:
     ``(counts, outside, final_state, final_kernel_results)``: NumPy int64
@@ -184,7 +185,13 @@ def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
     visits outside the edges (per group), and the last state/results.
   """
   validation.check_int('num_steps', num_steps)
+  validation.check_int('chunk_steps', chunk_steps)
+  validation.check_int('num_groups', num_groups)
+  validation.check_int('stuck_steps', stuck_steps)
   edges = np.asarray(edges, np.float64)
+  if edges.ndim != 1 or len(edges) < 2 or np.any(np.diff(edges) <= 0):
+    raise ValueError('`edges` must be a 1-D increasing array of at least 2 '
+                     'bin edges. Received shape %s.' % (edges.shape,))
   lo, hi, nbins = float(edges[0]), float(edges[-1]), len(edges) - 1
   seed = tfp.random.sanitize_seed(seed)
   num_chains = int(current_state.shape[0])

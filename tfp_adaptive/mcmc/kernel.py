@@ -141,7 +141,18 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
         if not p.dtype.is_floating:
           raise TypeError('`current_state` part %d must be floating point. '
                           'Received dtype %s.' % (i, p.dtype.name))
+      dtypes = sorted({p.dtype.name for p in parts})
+      if len(dtypes) > 1:
+        raise TypeError('All parts of `current_state` must have one dtype '
+                        '(the noise and the metric are computed in it). '
+                        'Received dtypes %s; cast them, e.g. to %s.'
+                        % (dtypes, dtypes[-1]))
       lp = self._log_prob(parts, seed=None)
+      if not tf.is_tensor(lp) or not lp.dtype.is_floating:
+        raise TypeError(
+            '`target_log_prob_fn` must return a floating-point Tensor (one '
+            'log-prob per chain) built from the state with TensorFlow ops, so '
+            'that it can be differentiated. Received: %r' % (lp,))
       batch_ndims = self._batch_ndims(parts, lp)
       return AdaptiveSGMCMCKernelResults(
           target_log_prob=lp,
