@@ -19,6 +19,7 @@ setuptools.setup(
         'keras>=3',
         'numpy',
         'scipy',
+        'filelock>=3.12',
     ],
     extras_require={
         'test': ['pytest', 'pytest-xdist', 'scikit-learn', 'matplotlib', 'tqdm'],

@@ -1,7 +1,8 @@
-"""Child process of test_keras_resume: a `fit` that resumes from its directory.
+"""Child process of test_keras_resume: a `fit` into a sample directory, resumed if it holds a run.
 
 Usage: python -m tests.keras_resume_run DIRECTORY EPOCHS SLEEP
-Prints one JSON line: the final step and the collected member steps.
+Prints ``ready`` after the first step, then one JSON line at the end: the
+final step and the member steps.
 """
 
 import json
@@ -15,33 +16,43 @@ import tfp_adaptive as tfa
 
 
 class _Slow(keras.callbacks.Callback):
-  """Makes the run slow enough to be killed part-way."""
+  """Makes the run slow enough to be killed part-way; says when it starts."""
 
   def __init__(self, seconds):
     super().__init__()
     self.seconds = seconds
 
   def on_train_batch_end(self, batch, logs=None):
+    if not hasattr(self, 'started'):
+      self.started = True
+      print('ready', flush=True)  # The train step is compiled and running.
     time.sleep(self.seconds)
 
 
-def main(directory, epochs, sleep):
+def build():
+  """The run: data, model and optimizer, the same in every process."""
   rng = np.random.default_rng(0)
-  x = rng.normal(size=(200, 4)).astype('float32')
+  x = rng.normal(size=(100, 4)).astype('float32')
   y = (x[:, :1] - x[:, 1:2]).astype('float32')
   keras.utils.set_random_seed(0)
   model = keras.Sequential([keras.Input((4,)),
                             keras.layers.Dense(8, activation='tanh'),
+                            keras.layers.Dropout(0.2),
                             keras.layers.Dense(1)])
-  model.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=200, seed=1),
-                'mse')
-  tfa.keras.enable_gamma(model)
-  collector = tfa.keras.SampleCollector(burnin=4, thinning=3, directory=directory)
+  model.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=100, seed=1,
+                                           diagonal_bias=1e-3), 'mse')
+  return x, y, model
+
+
+def main(directory, epochs, sleep):
+  x, y, model = build()
+  collector = tfa.keras.SampleCollector(burnin=3, thinning=2, max_samples=4,
+                                        directory=directory, resume=True)
   initial_epoch = collector.restore(model)
   model.fit(x, y, batch_size=20, epochs=epochs, initial_epoch=initial_epoch,
-            verbose=0, callbacks=[collector, _Slow(sleep)])
+            shuffle=False, verbose=0, callbacks=[collector, _Slow(sleep)])
   print(json.dumps({'step': int(model.optimizer.iterations.numpy()),
-                    'members': [m.step for m in collector.members]}))
+                    'members': sorted(m.step for m in collector.members)}))
 
 
 if __name__ == '__main__':

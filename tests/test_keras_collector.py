@@ -100,8 +100,9 @@ def test_directory_samples_and_ensemble_files(tmp_path):
   col = tfa.keras.SampleCollector(burnin=5, thinning=3, max_samples=2,
                                   window='last', directory=d)
   _fit(col)
-  files = sample_files.list_samples(d)
-  assert [s for s, _ in files] == [14, 17]  # Evicted files are deleted.
+  files = sorted(n for n in os.listdir(d) if n.startswith('sample_'))
+  assert files == ['sample_0000000014.npz',
+                   'sample_0000000017.npz']  # Evicted files are deleted.
   assert all(m.weights is None for m in col.members)  # Nothing in RAM.
   x, y = _problem(seed=5)
   ens = col.ensemble
@@ -180,12 +181,12 @@ def test_nonfinite_predictions_raise_instead_of_garbage_metrics():
 
 def test_truncated_sample_file_names_itself(tmp_path):
   d = str(tmp_path)
-  sample_files.write_sample(d, 3, ['a'], [np.ones(1000)])
-  path = sample_files.sample_path(d, 3)
+  path = os.path.join(d, 'sample_0000000003.npz')
+  sample_files.write_arrays(path, [np.ones(1000)], {'names': ['a']})
   with open(path, 'r+b') as f:
     f.truncate(os.path.getsize(path) // 2)
   with pytest.raises(tfa.keras.SampleFileError, match='sample_0000000003'):
-    sample_files.read_sample(path)
+    sample_files.read_arrays(path)
 
 
 def test_regression_ensemble():

@@ -8,6 +8,7 @@ run continues the schedule.
 """
 
 import hashlib
+import json
 import os
 import warnings
 
@@ -20,6 +21,7 @@ from tfp_adaptive.keras import ensemble as ensemble_lib
 from tfp_adaptive.keras import optimizer_base
 from tfp_adaptive.keras import predictive
 from tfp_adaptive.keras import sample_files
+from tfp_adaptive.keras import sample_store
 from tfp_adaptive.keras import selection
 from tfp_adaptive.keras import training
 
@@ -27,7 +29,6 @@ __all__ = ['SampleCollector']
 
 UNITS = ('step', 'epoch')
 NONFINITE_POLICIES = ('skip', 'raise')
-_CHECKPOINT = 'checkpoint.npz'
 
 
 class SampleCollector(keras.callbacks.Callback):
@@ -42,7 +43,11 @@ class SampleCollector(keras.callbacks.Callback):
       keeps the most recent ones.
     unit: ``'step'`` (optimizer iterations) or ``'epoch'``.
     directory: `None` (samples in memory) or a directory to stream samples
-      and checkpoints to.
+      and checkpoints to (`tfp_adaptive.keras.sample_store`: one run owns
+      it, files are verified by checksum, a kill at any moment loses
+      nothing committed).
+    resume: continue the run in `directory` (call `restore` before `fit`).
+    overwrite: delete the samples of a run in `directory` and start again.
     likelihood, from_logits, noise_variance: what the model's outputs mean;
       by default read from the compiled loss (see
       `tfp_adaptive.keras.likelihoods`). A loss that cannot be read (a
@@ -75,7 +80,7 @@ class SampleCollector(keras.callbacks.Callback):
                window='reservoir', unit='step', directory=None,
                likelihood=None, from_logits=None, noise_variance=None,
                weighting='uniform', nonfinite='skip', validation_data=None,
-               stuck_steps=100, seed=0):
+               stuck_steps=100, resume=False, overwrite=False, seed=0):
     super().__init__()
     self.schedule = selection.Schedule(burnin, thinning)
     self.window = selection.Window(max_samples, window, seed)
@@ -84,6 +89,18 @@ class SampleCollector(keras.callbacks.Callback):
       raise TypeError('`directory` must be a path or None. Received: '
                       'directory=%r' % (directory,))
     self.directory = None if directory is None else os.fspath(directory)
+    self.resume = validation.check_bool('resume', resume)
+    self.overwrite = validation.check_bool('overwrite', overwrite)
+    if resume and overwrite:
+      raise ValueError('Pass resume=True or overwrite=True, not both.')
+    if (resume or overwrite) and directory is None:
+      raise ValueError('`resume` and `overwrite` need a `directory`.')
+    self._store = None if directory is None else sample_store.SampleStore(
+        self.directory)
+    self._restored = False
+    self._manifest = {}
+    self._entries = {}   # Manifest entry per member path.
+    self._pinned = {}    # Entries of the members at the last checkpoint.
     self._likelihood_args = (likelihood, from_logits, noise_variance)
     if likelihood is not None:  # Checked now; `None` is read at `fit`.
       ensemble_lib.resolve_likelihood(None, *self._likelihood_args)
@@ -104,6 +121,7 @@ class SampleCollector(keras.callbacks.Callback):
     self.num_nonfinite = 0
     self.likelihood = None
     self._epoch = 0
+    self._epochs_done = 0
     self._val = None
     self._running = None
     self._optimizer_nonfinite = None
@@ -151,9 +169,19 @@ class SampleCollector(keras.callbacks.Callback):
         raise ValueError('`validation_data` must yield targets (x, y).')
     if self._optimizer_nonfinite is None:
       self._optimizer_nonfinite = _nonfinite_count(opt)
+    if self._store is not None:
+      self._open_directory()
+
+  def on_train_end(self, logs=None):
+    if self._store is not None:
+      self._epoch = self._epochs_done
+      self.save_checkpoint()
+      self._store.release()
 
   def on_epoch_begin(self, epoch, logs=None):
     self._epoch = epoch
+    if self._store is not None:
+      self.save_checkpoint()
 
   def on_train_batch_end(self, batch, logs=None):
     step = int(self.model.optimizer.iterations.numpy())
@@ -169,6 +197,7 @@ class SampleCollector(keras.callbacks.Callback):
     self._last_step = step
 
   def on_epoch_end(self, epoch, logs=None):
+    self._epochs_done = epoch + 1
     if self.unit == 'epoch' and self.schedule.due(epoch + 1, epoch):
       self.collect(int(self.model.optimizer.iterations.numpy()))
     if logs is None:
@@ -225,10 +254,8 @@ class SampleCollector(keras.callbacks.Callback):
     slot = self.window.slot(self.members)
     lr = float(np.asarray(self.model.optimizer.learning_rate))
     if slot is not None:
-      self._store(slot, step, lr, values)
+      self._keep(slot, step, lr, values)
     self._update_running(lr)
-    if self.directory:
-      self.save_checkpoint()
 
   def _skip(self, step, why):
     if self.nonfinite == 'raise':
@@ -237,22 +264,25 @@ class SampleCollector(keras.callbacks.Callback):
     warnings.warn('SampleCollector: the sample of step %d was not taken: %s '
                   '(%d so far).' % (step, why, self.num_skipped))
 
-  def _store(self, slot, step, lr, values):
-    if self.directory:
+  def _keep(self, slot, step, lr, values):
+    """Puts the sample in `slot`; with a directory, file first, then the manifest."""
+    if self._store is not None:
       names = [v.path for v in self.model.weights]
-      sample_files.write_sample(self.directory, step, names, values,
-                                {'learning_rate': lr})
-      member = ensemble_lib.Member(
-          step, lr, None, sample_files.sample_path(self.directory, step))
+      entry = self._store.write_arrays(
+          sample_store.sample_name(step), values,
+          {'names': names, 'step': step, 'learning_rate': lr}, step=step,
+          learning_rate=lr)
+      member = ensemble_lib.Member(step, lr, None,
+                                   self._store.path(entry['file']))
+      self._entries[member.path] = entry
     else:
       member = ensemble_lib.Member(step, lr, values, None)
     if slot < len(self.members):
-      old = self.members[slot]
-      if old.path and old.path != member.path and os.path.exists(old.path):
-        os.remove(old.path)
       self.members[slot] = member
     else:
       self.members.append(member)
+    if self._store is not None:
+      self._commit()  # Then deletes an evicted file no manifest lists.
 
   def _update_running(self, lr):
     if self._val is None:
@@ -274,68 +304,204 @@ class SampleCollector(keras.callbacks.Callback):
                                          likelihood=likelihood,
                                          weighting=self.weighting)
 
-  # -- checkpoints ------------------------------------------------------------
+  # -- the sample directory ---------------------------------------------------
+  def _open_directory(self):
+    """At the start of `fit`: own the directory, refuse another run's samples."""
+    store = self._store
+    store.acquire()
+    try:
+      if not self._restored:
+        self._check_unused(store)
+    except ValueError:
+      store.release()
+      raise
+    config = keras.saving.serialize_keras_object(self.model)
+    sample_files.atomic_write(store.path('model.json'),
+                              lambda f: json.dump(config, f), binary=False)
+
+  def _check_unused(self, store):
+    used = store.read_manifest() is not None or any(
+        sample_store.is_deletable(n) for n in os.listdir(store.directory))
+    if used and self.overwrite:
+      store.wipe()
+    elif used and self.resume:
+      raise ValueError(
+          'SampleCollector(resume=True): call `initial_epoch = '
+          'collector.restore(model)` before `model.fit(..., '
+          'initial_epoch=initial_epoch)`, so that the run continues from the '
+          'checkpoint in %s.' % store.directory)
+    elif used:
+      raise ValueError(
+          'Sample directory %s already holds samples of a run. Pass '
+          'resume=True (then `collector.restore(model)` before `fit`) to '
+          'continue it, or overwrite=True to delete them and start again.'
+          % store.directory)
+
+  def _commit(self, checkpoint=None):
+    """Writes the manifest listing the members, the pinned ones and `checkpoint`."""
+    manifest = self._manifest
+    if checkpoint is not None:
+      manifest['checkpoint'] = checkpoint
+      self._pinned = {m.path: self._entries[m.path] for m in self.members}
+    listed = dict(self._pinned)
+    listed.update({m.path: self._entries[m.path] for m in self.members})
+    self._entries = listed
+    manifest.update(
+        samples=sorted(listed.values(), key=lambda e: e['step']),
+        members=[self._entries[m.path]['file'] for m in
+                 sorted(self.members, key=lambda m: m.step)],
+        likelihood=self.likelihood.get_config(), weighting=self.weighting,
+        identity=_identity(self.model))
+    self._store.commit(manifest)
+
   def save_checkpoint(self):
-    """Atomically writes model weights, optimizer state and collector state."""
-    opt = self.model.optimizer
-    model_values = [v.numpy() for v in self.model.weights]
-    opt_values = [v.numpy() for v in opt.variables]
+    """Writes the model, optimizer and collector state, then commits the manifest.
+
+    Called at the start of every epoch: a resumed run replays the epoch
+    from there, so it ends at the same step as an uninterrupted one.
+    """
+    model, opt = self.model, self.model.optimizer
+    if not opt.built:
+      opt.build(model.trainable_variables)
+    step = int(np.asarray(opt.iterations))
+    arrays = [np.asarray(v) for v in model.variables + opt.variables]
     meta = {
-        'names': [None] * (len(model_values) + len(opt_values)),
-        'num_model': len(model_values),
+        'names': [None] * len(arrays),
+        'num_model': len(model.variables),
         'epoch': self._epoch,
-        'step': int(opt.iterations.numpy()),
+        'step': step,
         'num_skipped': self.num_skipped,
         'num_nonfinite': self.num_nonfinite,
-        'members': [[m.step, m.learning_rate] for m in self.members],
+        'fingerprint': self._fingerprint,
+        'members': [os.path.basename(m.path) for m in self.members],
         'window': self.window.get_state(),
     }
-    sample_files.write_arrays(os.path.join(self.directory, _CHECKPOINT),
-                              model_values + opt_values, meta)
+    name = sample_store.checkpoint_name(step, self._epoch)
+    last = self._manifest.get('checkpoint')
+    if last and last['file'] == name:  # Nothing moved since: never rewrite
+      self._commit(checkpoint=last)    # a file the manifest lists.
+      return
+    entry = self._store.write_arrays(name, arrays, meta, step=step,
+                                     epoch=self._epoch)
+    self._commit(checkpoint=entry)
 
   def restore(self, model):
-    """Restores `model`, its optimizer and this collector from `directory`.
+    """Continues a run from its sample directory (``resume=True``).
 
-    Call after `model.compile`; then ``model.fit(..., initial_epoch=...)``
-    with the returned epoch. Samples written after the checkpoint (a crash
-    between the two writes) are removed: their steps are collected again.
+    Call after `model.compile`, then ``model.fit(..., initial_epoch=...)``
+    with the returned epoch. The model, its optimizer and this collector
+    get the state of the start of the epoch that was running; the samples
+    that epoch had taken are dropped and taken again as it is replayed.
 
     Returns:
-      The epoch to resume from (0 if there is no checkpoint).
+      The epoch to resume from (0 if the directory holds no run).
+
+    Raises:
+      ValueError: no `directory`, ``resume=False``, or the directory holds
+        a run of another model or optimizer (the difference is named).
+      SampleFileError: the manifest or a file it lists is damaged.
     """
     if not self.directory:
       raise ValueError('`restore` needs a `directory`.')
-    sample_files.remove_partial_writes(self.directory)
-    path = os.path.join(self.directory, _CHECKPOINT)
-    if not os.path.exists(path):
-      return 0
-    arrays, meta = sample_files.read_arrays(path)
-    k = meta['num_model']
-    ensemble_lib.assign_weights(model, arrays[:k])
-    model.optimizer.build(model.trainable_variables)
-    opt_vars = model.optimizer.variables
-    if len(opt_vars) != len(arrays) - k:
-      raise sample_files.SampleFileError(
-          'Checkpoint %s holds %d optimizer variables, the optimizer has %d.'
-          % (path, len(arrays) - k, len(opt_vars)))
-    for v, a in zip(opt_vars, arrays[k:]):
-      v.assign(a)
-    kept = {int(s): lr for s, lr in meta['members']}
-    for step, file in sample_files.list_samples(self.directory):
-      if step not in kept:
-        os.remove(file)
-    self.members = [ensemble_lib.Member(
-        s, lr, None, sample_files.sample_path(self.directory, s))
-                    for s, lr in sorted(kept.items())]
-    for m in self.members:
-      sample_files.read_sample(m.path)  # A corrupted sample fails loudly here.
-    self.num_skipped = meta['num_skipped']
-    self.num_nonfinite = meta.get('num_nonfinite', 0)
-    self.window.set_state(meta['window'])
-    self._optimizer_nonfinite = _nonfinite_count(model.optimizer)
+    if not self.resume:
+      raise ValueError('`restore` continues a run: construct the collector '
+                       'with resume=True.')
+    self._store.acquire()
+    try:
+      return self._restore(model)
+    except BaseException:
+      self._store.release()
+      raise
+
+  def _restore(self, model):
+    store = self._store
+    manifest = store.read_manifest()
+    self._restored = True
     self.set_model(model)
+    if manifest is None or not manifest.get('checkpoint'):
+      store.cleanup(manifest)
+      return 0
+    opt = model.optimizer
+    if not opt.built:
+      opt.build(model.trainable_variables)
+    _check_identity(manifest['identity'], _identity(model), store.directory)
+    arrays, meta = sample_files.read_arrays(
+        store.verify(manifest['checkpoint']))
+    k = meta['num_model']
+    variables = model.variables + opt.variables
+    if len(arrays) != len(variables):
+      raise sample_files.SampleFileError(
+          'Checkpoint %s holds %d arrays, the model and optimizer have %d '
+          'variables.' % (manifest['checkpoint']['file'], len(arrays),
+                          len(variables)))
+    for v, a in zip(variables, arrays):
+      if tuple(v.shape) != a.shape:
+        raise sample_files.SampleFileError(
+            'Checkpoint %s does not fit variable %r (shape %s, saved %s).'
+            % (manifest['checkpoint']['file'], v.path, tuple(v.shape),
+               a.shape))
+      v.assign(a)
+    del k
+    entries = {e['file']: e for e in manifest['samples']}
+    self.members = []
+    self._entries = {}
+    for name in meta['members']:
+      if name not in entries:
+        raise sample_files.SampleFileError(
+            'Manifest %s does not list %s, a member of its checkpoint %s.'
+            % (store.path(sample_store.MANIFEST), name,
+               manifest['checkpoint']['file']))
+      path = store.verify(entries[name])
+      self.members.append(ensemble_lib.Member(
+          entries[name]['step'], entries[name]['learning_rate'], None, path))
+      self._entries[path] = entries[name]
+    self._pinned = dict(self._entries)
+    self._manifest = dict(manifest)
+    self.num_skipped = meta['num_skipped']
+    self.num_nonfinite = meta['num_nonfinite']
+    self._fingerprint = meta['fingerprint']
+    self.window.set_state(meta['window'])
+    self._optimizer_nonfinite = _nonfinite_count(opt)
     self._last_step = int(meta['step'])
-    return int(meta['epoch'])
+    self._epoch = self._epochs_done = int(meta['epoch'])
+    self.likelihood = ensemble_lib.resolve_likelihood(
+        model, *self._likelihood_args)
+    self._commit()  # Drops the samples taken after the checkpoint.
+    return self._epoch
+
+
+def _identity(model):
+  """What a resumed run must share with the run it continues."""
+  opt = model.optimizer
+  config = dict(opt.get_config())
+  config.pop('name', None)
+  return {'architecture': [[list(v.shape), v.dtype] for v in model.weights],
+          'optimizer': json.loads(json.dumps(
+              {type(opt).__name__: config}, default=str))}
+
+
+def _check_identity(saved, now, directory):
+  if saved['architecture'] != now['architecture']:
+    a, b = saved['architecture'], now['architecture']
+    if len(a) != len(b):
+      why = 'it has %d variables, this model %d' % (len(a), len(b))
+    else:
+      i = next(i for i in range(len(a)) if a[i] != b[i])
+      why = 'variable %d is %s there and %s here' % (i, a[i], b[i])
+    raise ValueError('Sample directory %s holds a run of another model: %s. '
+                     'Resume with the same architecture, or use another '
+                     'directory.' % (directory, why))
+  if saved['optimizer'] != now['optimizer']:
+    (name_a, a), = saved['optimizer'].items()
+    (name_b, b), = now['optimizer'].items()
+    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    raise ValueError(
+        'Sample directory %s holds a run of %s; this optimizer is %s and '
+        'differs in %s (%s). Resume with the same optimizer settings, or '
+        'use another directory.' % (
+            directory, name_a, name_b, ', '.join(keys) or 'its class',
+            '; '.join('%s: %r there, %r here' % (k, a.get(k), b.get(k))
+                      for k in keys[:3])))
 
 
 def _nonfinite_count(optimizer):

@@ -15,6 +15,7 @@ and shape, never by Keras' automatic variable names.
 import collections
 import json
 import os
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -24,15 +25,17 @@ from tfp_adaptive import validation
 from tfp_adaptive.keras import likelihoods
 from tfp_adaptive.keras import predictive
 from tfp_adaptive.keras import sample_files
+from tfp_adaptive.keras import sample_store
 
 __all__ = ['BayesianEnsemble', 'Member', 'WEIGHTINGS']
 
 WEIGHTINGS = ('uniform', 'step_size')
 
-# One posterior sample: the step it was taken at, the learning rate then, and
-# either its weights (a list in `model.weights` order) or the file holding them.
+# One posterior sample: the step it was taken at, the learning rate then,
+# either its weights (a list in `model.weights` order) or the file holding
+# them, and the index of the chain (sample directory) it came from.
 Member = collections.namedtuple('Member', ['step', 'learning_rate', 'weights',
-                                           'path'])
+                                           'path', 'chain'], defaults=[0])
 
 
 class BayesianEnsemble(object):
@@ -164,49 +167,99 @@ class BayesianEnsemble(object):
           '`predict`/`evaluate`, which build it first.')
     self.model(tf.nest.map_structure(lambda a: a[:1], x))
 
+  @property
+  def chains(self):
+    """Sorted chain indices of the members (one per sample directory loaded)."""
+    return sorted({m.chain for m in self.members})
+
   # -- files ---------------------------------------------------------------
   def save(self, directory):
-    """Writes ``ensemble.json``, ``model.json`` and one ``.npz`` per member."""
-    os.makedirs(directory, exist_ok=True)
-    config = keras.saving.serialize_keras_object(self.model)
-    _write_json(os.path.join(directory, 'model.json'), config)
-    names = [v.path for v in self.model.weights]
-    for m in self.members:
-      sample_files.write_sample(directory, m.step, names, member_values(m),
-                                {'learning_rate': m.learning_rate})
-    _write_json(os.path.join(directory, 'ensemble.json'), {
-        'likelihood': self.likelihood.get_config(),
-        'weighting': self.weighting,
-        'steps': [int(m.step) for m in self.members]})
+    """Writes the members, ``model.json`` and a verified manifest to `directory`.
+
+    The directory must be new or empty of samples; `load` reads it back.
+    """
+    store = sample_store.SampleStore(directory)
+    store.acquire()
+    try:
+      if store.read_manifest() is not None:
+        raise ValueError('%s already holds samples; save into a new '
+                         'directory.' % directory)
+      config = keras.saving.serialize_keras_object(self.model)
+      sample_files.atomic_write(store.path('model.json'),
+                                lambda f: json.dump(config, f), binary=False)
+      names = [v.path for v in self.model.weights]
+      entries = [store.write_arrays(
+          sample_store.sample_name(m.step), member_values(m),
+          {'names': names, 'step': m.step, 'learning_rate': m.learning_rate},
+          step=int(m.step), learning_rate=m.learning_rate)
+                 for m in self.members]
+      store.commit({'samples': entries,
+                    'members': [e['file'] for e in entries],
+                    'likelihood': self.likelihood.get_config(),
+                    'weighting': self.weighting})
+    finally:
+      store.release()
 
   @classmethod
-  def load(cls, directory, model=None):
-    """Reads a saved ensemble; the model is rebuilt with Keras' safe mode.
+  def load(cls, directory, model=None, repair=False):
+    """Reads an ensemble saved by `save` or streamed by `SampleCollector(directory=...)`.
+
+    `directory` is one sample directory, or a directory whose
+    subdirectories (e.g. ``chain_0``, ``chain_1``, one run each) are sample
+    directories: their members are loaded together, each with its chain
+    index (`Member.chain`, in sorted subdirectory order).
+
+    Every member file is checked against the manifest's size and SHA-256
+    and against the model's variables (number and shapes).
 
     Args:
-      directory: written by `save`.
+      directory: as above.
       model: optional model to load into (e.g. a subclassed model, built or
-        not); by default it is rebuilt from ``model.json``.
+        not); by default it is rebuilt from ``model.json`` in Keras' safe
+        mode.
+      repair: keep the intact members and warn about the damaged ones,
+        instead of raising.
 
     Raises:
-      tfp_adaptive.keras.SampleFileError: a member file is missing,
-        truncated or corrupted (no partial ensemble is returned).
-      ValueError: a member does not fit the model's variables (their number
-        or a shape differs).
+      tfp_adaptive.keras.SampleFileError: a manifest is damaged, or a
+        member file is missing, truncated or altered (unless `repair`).
+      ValueError: a member does not fit the model (the first variable
+        whose shape differs is named).
     """
-    meta = _read_json(os.path.join(directory, 'ensemble.json'))
+    directories = _sample_directories(directory)
+    first = sample_store.SampleStore(directories[0])
+    manifest = first.read_manifest()
     if model is None:
-      config = _read_json(os.path.join(directory, 'model.json'))
-      model = keras.saving.deserialize_keras_object(config, safe_mode=True)
-    members = []
-    for step in meta['steps']:
-      path = sample_files.sample_path(directory, step)
-      values, info = sample_files.read_arrays(path)  # Validates every file now.
-      if model.weights:
-        check_structure(model, values, path)
-      members.append(Member(step, info.get('learning_rate', 1.), None, path))
-    return cls(model, members, likelihood=meta['likelihood'],
-               weighting=meta['weighting'])
+      model = keras.saving.deserialize_keras_object(
+          _read_json(first.path('model.json')), safe_mode=True)
+    members, dropped = [], []
+    for chain, path in enumerate(directories):
+      store = sample_store.SampleStore(path)
+      found = store.read_manifest() if chain else manifest
+      entries = {e['file']: e for e in found['samples']}
+      for name in found['members']:
+        try:
+          file = store.verify(entries[name])
+          values, _ = sample_files.read_arrays(file)
+        except sample_files.SampleFileError as e:
+          if not repair:
+            raise
+          dropped.append(str(e))
+          continue
+        if model.weights:
+          check_structure(model, values, file)
+        e = entries[name]
+        members.append(Member(e['step'], e.get('learning_rate', 1.), None,
+                              file, chain))
+    if dropped:
+      warnings.warn('BayesianEnsemble.load(repair=True) dropped %d damaged '
+                    'member(s) and kept %d:\n  %s'
+                    % (len(dropped), len(members), '\n  '.join(dropped)))
+    if not members:
+      raise sample_files.SampleFileError('%s holds no intact members.'
+                                         % directory)
+    return cls(model, members, likelihood=manifest.get('likelihood'),
+               weighting=manifest.get('weighting', 'uniform'))
 
 
 def resolve_likelihood(model, likelihood, from_logits, noise_variance):
@@ -281,8 +334,18 @@ def as_arrays(x, y=None):
   return x, y
 
 
-def _write_json(path, obj):
-  sample_files.atomic_write(path, lambda f: json.dump(obj, f), binary=False)
+def _sample_directories(directory):
+  """`directory` if it holds a manifest, else its subdirectories that do."""
+  if os.path.exists(os.path.join(directory, sample_store.MANIFEST)):
+    return [directory]
+  subs = sorted(os.path.join(directory, d) for d in os.listdir(directory)
+                if os.path.exists(os.path.join(directory, d,
+                                               sample_store.MANIFEST)))
+  if not subs:
+    raise sample_files.SampleFileError(
+        '%s holds no manifest (%s), neither itself nor in a subdirectory.'
+        % (directory, sample_store.MANIFEST))
+  return subs
 
 
 def _read_json(path):

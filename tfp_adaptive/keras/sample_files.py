@@ -1,4 +1,4 @@
-"""Safe, atomic files for posterior samples and checkpoints (`.npz`, JSON; no pickle).
+"""Atomic single files for samples and checkpoints (`.npz`, JSON; no pickle).
 
 Every file is written to a temporary name in the same directory, flushed,
 fsync'ed and renamed over the target (`os.replace` is atomic on POSIX), so a
@@ -9,17 +9,13 @@ read with ``allow_pickle=False``; a truncated or corrupted file raises
 
 import json
 import os
-import re
 import tempfile
 import zipfile
 
 import numpy as np
 
-__all__ = ['SampleFileError', 'atomic_write', 'list_samples', 'read_arrays',
-           'read_sample', 'remove_partial_writes', 'sample_path',
-           'write_arrays', 'write_sample']
+__all__ = ['SampleFileError', 'atomic_write', 'read_arrays', 'write_arrays']
 
-_SAMPLE_RE = re.compile(r'^sample_(\d{10})\.npz$')
 _META = '__metadata__'
 
 
@@ -81,41 +77,3 @@ def read_arrays(path):
                           'names %d.' % (path, len(arrays),
                                          len(metadata['names'])))
   return arrays, metadata
-
-
-def sample_path(directory, step):
-  return os.path.join(directory, 'sample_%010d.npz' % step)
-
-
-def write_sample(directory, step, names, arrays, metadata=None):
-  """Writes one posterior sample (weights by variable path) atomically."""
-  meta = dict(metadata or {}, step=int(step), names=list(names))
-  write_arrays(sample_path(directory, step), arrays, meta)
-
-
-def read_sample(path):
-  """``({variable path: array}, metadata)`` of one sample file."""
-  arrays, meta = read_arrays(path)
-  return dict(zip(meta['names'], arrays)), meta
-
-
-def remove_partial_writes(directory):
-  """Deletes temporary files a crash left behind mid-write; returns their count."""
-  if not os.path.isdir(directory):
-    return 0
-  stale = [n for n in os.listdir(directory) if n.startswith('.tmp-')]
-  for name in stale:
-    os.remove(os.path.join(directory, name))
-  return len(stale)
-
-
-def list_samples(directory):
-  """Sorted ``[(step, path)]`` of the sample files in `directory`."""
-  if not os.path.isdir(directory):
-    return []
-  out = []
-  for name in os.listdir(directory):
-    m = _SAMPLE_RE.match(name)
-    if m:
-      out.append((int(m.group(1)), os.path.join(directory, name)))
-  return sorted(out)

@@ -1,0 +1,210 @@
+"""Sample directories against the adversary: two writers, reused directories, strangers' files, tampering, other models."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import keras
+
+import tfp_adaptive as tfa
+from tfp_adaptive.keras import sample_store
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+Error = tfa.keras.SampleFileError
+
+
+def _data():
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(60, 3)).astype('float32')
+  return x, (x[:, :1] > 0).astype('int64')[:, 0]
+
+
+def _model(hidden=6, seed=0):
+  keras.utils.set_random_seed(seed)
+  model = keras.Sequential([keras.Input((3,)),
+                            keras.layers.Dense(hidden, activation='tanh'),
+                            keras.layers.Dense(2)])
+  model.compile(tfa.keras.optimizers.SGLD(1e-4, data_size=60, seed=0),
+                keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  return model
+
+
+def _fit(directory, model=None, epochs=2, **kwargs):
+  model = model or _model()
+  collector = tfa.keras.SampleCollector(thinning=2, directory=directory,
+                                        **kwargs)
+  epoch = collector.restore(model) if kwargs.get('resume') else 0
+  x, y = _data()
+  model.fit(x, y, batch_size=10, epochs=epochs, initial_epoch=epoch,
+            verbose=0, callbacks=[collector])
+  return collector
+
+
+def test_manifest_lists_every_member_with_its_checksum(tmp_path):
+  d = str(tmp_path)
+  collector = _fit(d)
+  manifest = sample_store.SampleStore(d).read_manifest()
+  assert [e['step'] for e in manifest['samples']] == list(range(2, 13, 2))
+  ens = tfa.keras.BayesianEnsemble.load(d)
+  assert [m.step for m in ens.members] == [m.step for m in collector.members]
+  x, y = _data()
+  assert ens.evaluate(x, y) == collector.ensemble.evaluate(x, y)
+
+
+def test_a_second_writer_is_refused_naming_the_owner(tmp_path):
+  d = str(tmp_path)
+  _fit(d)
+  holder = subprocess.Popen(
+      [sys.executable, '-c', 'import sys, time\n'
+       'from tfp_adaptive.keras import sample_store\n'
+       's = sample_store.SampleStore(sys.argv[1]); s.acquire()\n'
+       'print("held", flush=True); time.sleep(60)', d],
+      cwd=ROOT, stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == 'held'
+    with pytest.raises(Error, match='in use by another run.*pid %d'
+                       % holder.pid):
+      _fit(d, resume=True)
+  finally:
+    holder.kill()
+    holder.wait()
+  _fit(d, resume=True, epochs=3)  # The OS released the dead owner's lock.
+
+
+def test_a_fresh_run_over_a_used_directory_refuses(tmp_path):
+  d = str(tmp_path)
+  _fit(d)
+  before = sorted(os.listdir(d))
+  with pytest.raises(ValueError, match='resume=True.*overwrite=True'):
+    _fit(d)
+  assert sorted(os.listdir(d)) == before
+  with pytest.raises(ValueError, match='restore'):
+    _fit_without_restore = tfa.keras.SampleCollector(directory=d, resume=True)
+    x, y = _data()
+    _model().fit(x, y, verbose=0, callbacks=[_fit_without_restore])
+  collector = _fit(d, overwrite=True, epochs=1)
+  assert [m.step for m in collector.members] == [2, 4, 6]
+
+
+def test_resuming_with_another_model_or_optimizer_is_refused(tmp_path):
+  d = str(tmp_path)
+  _fit(d)
+  with pytest.raises(ValueError, match='another model.*variable 0'):
+    _fit(d, model=_model(hidden=7), resume=True)
+  other = _model()
+  other.compile(tfa.keras.optimizers.SGLD(1e-4, data_size=60, seed=5),
+                other.loss)
+  with pytest.raises(ValueError, match='seed: 0 there, 5 here'):
+    _fit(d, model=other, resume=True)
+
+
+def test_files_we_did_not_write_stay_and_are_reported(tmp_path):
+  d = str(tmp_path)
+  os.makedirs(d, exist_ok=True)
+  with open(os.path.join(d, 'notes.txt'), 'w') as f:
+    f.write('mine')
+  with pytest.warns(UserWarning, match='did not write.*notes.txt'):
+    _fit(d)
+  assert open(os.path.join(d, 'notes.txt')).read() == 'mine'
+
+
+def _tamper_manifest(d, edit):
+  path = os.path.join(d, sample_store.MANIFEST)
+  manifest = json.load(open(path))
+  edit(manifest)
+  with open(path, 'w') as f:
+    json.dump(manifest, f)
+
+
+def test_tampered_manifest_and_files_are_named(tmp_path):
+  d = str(tmp_path)
+  _fit(d)
+  # A member file altered in place: named, or dropped with repair=True.
+  victim = os.path.join(d, 'sample_0000000004.npz')
+  original = open(victim, 'rb').read()
+  data = bytearray(original)
+  data[-100] ^= 1
+  open(victim, 'wb').write(bytes(data))
+  with pytest.raises(Error, match='sample_0000000004.*SHA-256'):
+    tfa.keras.BayesianEnsemble.load(d)
+  with pytest.warns(UserWarning, match='dropped 1 damaged'):
+    ens = tfa.keras.BayesianEnsemble.load(d, repair=True)
+  assert [m.step for m in ens.members] == [2, 6, 8, 10, 12]
+  open(victim, 'wb').write(original)
+  # A truncated file.
+  with open(os.path.join(d, 'sample_0000000006.npz'), 'r+b') as f:
+    f.truncate(100)
+  with pytest.raises(Error, match='sample_0000000006.*bytes'):
+    tfa.keras.BayesianEnsemble.load(d)
+  os.remove(os.path.join(d, 'sample_0000000006.npz'))
+  with pytest.raises(Error, match='sample_0000000006.*missing'):
+    tfa.keras.BayesianEnsemble.load(d)
+  # A member listed twice, a member without an entry, a missing file.
+  _tamper_manifest(d, lambda m: m['members'].append(m['members'][0]))
+  with pytest.raises(Error, match='twice'):
+    tfa.keras.BayesianEnsemble.load(d)
+  _tamper_manifest(d, lambda m: m.update(members=m['members'][:-1],
+                                         samples=m['samples'][1:]))
+  with pytest.raises(Error, match='no sample entry'):
+    tfa.keras.BayesianEnsemble.load(d)
+  with open(os.path.join(d, sample_store.MANIFEST), 'w') as f:
+    f.write('{"format": "tfp_adaptive.sam')
+  with pytest.raises(Error, match='damaged'):
+    tfa.keras.BayesianEnsemble.load(d)
+
+
+def test_an_edited_manifest_that_lists_nothing_deletes_nothing_of_others(
+    tmp_path):
+  d = str(tmp_path)
+  _fit(d)
+  with open(os.path.join(d, 'results.csv'), 'w') as f:
+    f.write('x')
+  _tamper_manifest(d, lambda m: m.update(members=[], samples=[]))
+  with pytest.raises(Error, match='does not list sample_'):
+    _fit(d, resume=True, epochs=3)
+  assert os.path.exists(os.path.join(d, 'results.csv'))
+  assert len([n for n in os.listdir(d) if n.startswith('sample_')]) == 6
+
+
+def test_tampered_checkpoint_is_named(tmp_path):
+  d = str(tmp_path)
+  _fit(d)
+  manifest = sample_store.SampleStore(d).read_manifest()
+  path = os.path.join(d, manifest['checkpoint']['file'])
+  data = bytearray(open(path, 'rb').read())
+  data[len(data) // 2] ^= 0xff
+  open(path, 'wb').write(bytes(data))
+  with pytest.raises(Error, match='checkpoint_.*SHA-256'):
+    _fit(d, resume=True, epochs=3)
+
+
+def test_names_drift_but_structure_matches(tmp_path):
+  d = str(tmp_path)
+  _fit(d)
+  for _ in range(3):
+    _model()  # Keras numbers the next model's layers dense_7, ...
+  x, y = _data()
+  drifted = _model()
+  assert drifted.weights[0].path != 'sequential/dense/kernel'
+  a = tfa.keras.BayesianEnsemble.load(d, model=drifted).evaluate(x, y)
+  assert a == tfa.keras.BayesianEnsemble.load(d).evaluate(x, y)
+  with pytest.raises(ValueError, match=r'\(3, 7\).*\(3, 6\)'):
+    tfa.keras.BayesianEnsemble.load(d, model=_model(hidden=7))
+
+
+def test_chains_side_by_side(tmp_path):
+  children = [subprocess.Popen(
+      [sys.executable, '-m', 'tests.keras_resume_run',
+       str(tmp_path / ('chain_%d' % k)), '4', '0'], cwd=ROOT,
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for k in range(2)]
+  for child in children:
+    _, err = child.communicate(timeout=300)
+    assert child.returncode == 0, err
+  ens = tfa.keras.BayesianEnsemble.load(str(tmp_path))
+  assert ens.chains == [0, 1]
+  assert len(ens) == 8
+  assert [m.chain for m in ens.members] == [0] * 4 + [1] * 4
