@@ -87,7 +87,7 @@ def keras_histogram(chains, steps, burn, gamma):
     if gam is None:
       opt.apply(grads, [var])
     else:
-      opt.apply_with_gamma(grads, gam, [var])
+      opt.apply(grads, [var], gamma=gam)
     return tf.convert_to_tensor(var)
 
   opt.build([var])

@@ -231,7 +231,7 @@ def test_class_weight_and_sample_weight_reach_gamma(digits):
     _, grads, gamma = tfa.keras.gradients_and_gamma(
         opt, lambda: loss(yb, model(xb, training=True), sample_weight=wb),
         model.trainable_variables)
-    opt.apply_with_gamma(grads, gamma, model.trainable_variables)
+    opt.apply(grads, model.trainable_variables, gamma=gamma)
   for u, v in zip(model.get_weights(), b):
     np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-6)
 

@@ -22,7 +22,7 @@ def _one_step(opt):
   if gamma is None:
     opt.apply(grads, [v])
   else:
-    opt.apply_with_gamma(grads, gamma, [v])
+    opt.apply(grads, [v], gamma=gamma)
   return v.numpy() - tfp_reference.TH0
 
 
@@ -340,3 +340,23 @@ def test_default_seed_follows_keras_set_random_seed():
   again = [tfa.keras.optimizers.PSGLD(1e-3).seed,
            tfa.keras.optimizers.SGLD(1e-3).seed]
   assert first == again and first[0] != first[1]
+
+
+@pytest.mark.parametrize('name', ['PSGLD', 'ShampooSGRLD'])
+def test_the_metric_is_updated_once_per_step_with_gamma(name, monkeypatch):
+  """Γ's pass updates the metric; the optimizer reuses it (one eigendecomposition for Shampoo)."""
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(40, 3)).astype('float32')
+  y = x[:, :1]
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+  opt = getattr(tfa.keras.optimizers, name)(1e-4, data_size=40, seed=0)
+  model.compile(opt, 'mse', run_eagerly=True)
+  calls = []
+  update = opt.preconditioner.update
+  monkeypatch.setattr(opt.preconditioner, 'update',
+                      lambda *a, **k: calls.append(1) or update(*a, **k))
+  model.fit(x, y, batch_size=10, epochs=1, verbose=0,
+            callbacks=[tfa.keras.SampleCollector()])
+  assert int(opt.iterations) == 4
+  assert len(calls) == 4

@@ -126,7 +126,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     for key, value in self._hyperparameters.items():
       setattr(self, key, value)
     self._algorithm = self._make_algorithm()
-    self._pending_gamma = None
+    self._step_inputs = (None, None)
 
   # -- what subclasses provide --------------------------------------------
   def _make_algorithm(self):
@@ -220,14 +220,27 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         base, tf.cast(step, tf.int32))
     return tf.unstack(tf.random.experimental.stateless_split(step_seed, 2))
 
-  def apply_with_gamma(self, grads, gamma, trainable_variables):
-    """`apply` with this step's Γ (``c·Γ`` from `gradients_and_gamma`)."""
-    keys = [self._var_key(v) for v in trainable_variables]
-    self._pending_gamma = dict(zip(keys, gamma))
+  def apply(self, grads, trainable_variables=None, gamma=None,
+            metric_state=None):
+    """`keras.optimizers.Optimizer.apply`, with this step's Γ when it needs one.
+
+    Args:
+      grads, trainable_variables: as Keras' `apply`.
+      gamma: list of ``c·Γ`` per variable (from `gradients_and_gamma`), or
+        `None` (required when `needs_gamma`).
+      metric_state: optional metric state already updated with these
+        gradients (also from `gradients_and_gamma`), which the step then
+        reuses instead of updating the metric a second time (single replica,
+        variables in the optimizer's order).
+    """
+    if gamma is not None:
+      variables = trainable_variables or self._trainable_variables
+      gamma = dict(zip([self._var_key(v) for v in variables], gamma))
+    self._step_inputs = (gamma, metric_state)
     try:
-      return self.apply(grads, trainable_variables)
+      return super().apply(grads, trainable_variables)
     finally:
-      self._pending_gamma = None
+      self._step_inputs = (None, None)
 
   def get_config(self):
     config = super().get_config()
@@ -242,19 +255,17 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     return config
 
   # -- the update -----------------------------------------------------------
-  def _gamma_for(self, keras_variables):
-    if not self.needs_gamma:
-      return None
-    if self._pending_gamma is None:
-      raise ValueError(
-          '%s(gamma=%r) needs Γ, which depends on the loss: call '
-          '`tfp_adaptive.keras.enable_gamma(model)` once before `fit` (or use '
-          '`apply_with_gamma` in a custom loop), or pass gamma=\'none\'.'
-          % (type(self).__name__, self.gamma))
-    return [self._pending_gamma[self._var_key(v)] for v in keras_variables]
-
   def _backend_update_step(self, grads, trainable_variables, learning_rate):
-    gamma = self._gamma_for(trainable_variables)
+    gamma, metric_state = self._step_inputs
+    if self.needs_gamma and gamma is None:
+      raise ValueError(
+          '%s(gamma=%r) needs Γ, which depends on the loss: use it with '
+          '`SampleCollector()` in `fit` (or `tfp_adaptive.keras.enable_gamma'
+          '(model)`), or in a custom loop `apply(grads, variables, gamma=...)` '
+          'with Γ from `gradients_and_gamma`; or pass gamma=\'none\'.'
+          % (type(self).__name__, self.gamma))
+    gamma = None if not self.needs_gamma else [
+        gamma[self._var_key(v)] for v in trainable_variables]
     index = [self._get_variable_index(v) for v in trainable_variables]
     variables = [backing_variable(v) for v in trainable_variables]
     grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
@@ -263,12 +274,15 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     if gamma is not None and strategy.num_replicas_in_sync > 1:
       ctx = tf.distribute.get_replica_context()
       gamma = ctx.all_reduce(tf.distribute.ReduceOp.MEAN, gamma)
+    if strategy.num_replicas_in_sync > 1 or index != list(
+        range(len(self._trainable_variables))):
+      metric_state = None  # Recomputed from the all-reduced gradients.
     _compat.maybe_merge_call(
-        self._distributed_step, strategy, grads, gamma, index, learning_rate,
-        tf.convert_to_tensor(self.iterations))
+        self._distributed_step, strategy, grads, gamma, metric_state, index,
+        learning_rate, tf.convert_to_tensor(self.iterations))
 
-  def _distributed_step(self, strategy, grads, gamma, index, learning_rate,
-                        step):
+  def _distributed_step(self, strategy, grads, gamma, metric_state, index,
+                        learning_rate, step):
     """Runs `_local_step` on each local replica's copies (cross-replica)."""
     def local(x, i):
       copies = strategy.experimental_local_results(x)
@@ -279,13 +293,13 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     for i in range(n):
       vars_i = per(all_vars, i)
       with tf.device(vars_i[0].device):
-        self._local_step(vars_i, per(grads, i), per(gamma, i), index,
-                         local(learning_rate, i), local(step, i),
+        self._local_step(vars_i, per(grads, i), per(gamma, i), metric_state,
+                         index, local(learning_rate, i), local(step, i),
                          per([v.value for v in self._state_variables], i),
                          local(self._num_nonfinite.value, i))
 
-  def _local_step(self, variables, grads, gamma, index, learning_rate, step,
-                  state_variables, num_nonfinite):
+  def _local_step(self, variables, grads, gamma, metric_state, index,
+                  learning_rate, step, state_variables, num_nonfinite):
     parts = [tf.convert_to_tensor(v) for v in variables]
     full_grads = [tf.zeros_like(p) for p in parts]
     full_gamma = None if gamma is None else [tf.zeros_like(p) for p in parts]
@@ -295,7 +309,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         full_gamma[i] = tf.cast(gamma[k], parts[i].dtype)
     pstate, momentum = self.sampler_state(state_variables)
     step32 = tf.cast(step, tf.int32)
-    new_pstate = self.preconditioner.update(pstate, full_grads, step32, 0)
+    new_pstate = (metric_state if metric_state is not None else
+                  self.preconditioner.update(pstate, full_grads, step32, 0))
     n = self.data_size
     target_grads = [-tf.cast(n, g.dtype) * g for g in full_grads]
     noise_scale = None

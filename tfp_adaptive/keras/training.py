@@ -26,7 +26,7 @@ def gradients_and_gamma(optimizer, loss_fn, variables, gamma_loss_fn=None):
 
   For custom training loops: ``loss, grads, gamma = gradients_and_gamma(opt,
   lambda: loss_of(model(x), y), model.trainable_variables)`` then
-  ``opt.apply_with_gamma(grads, gamma, model.trainable_variables)``.
+  ``opt.apply(grads, model.trainable_variables, gamma=gamma)``.
 
   Args:
     optimizer: a built `tfp_adaptive.keras.optimizers.SamplerOptimizer`.
@@ -41,6 +41,13 @@ def gradients_and_gamma(optimizer, loss_fn, variables, gamma_loss_fn=None):
     ``(loss, grads, gamma)``; ``gamma`` is `None` if the optimizer's
     ``gamma == 'none'``.
   """
+  return _gradients_gamma_and_state(optimizer, loss_fn, variables,
+                                    gamma_loss_fn)[:3]
+
+
+def _gradients_gamma_and_state(optimizer, loss_fn, variables,
+                               gamma_loss_fn=None):
+  """`gradients_and_gamma` and the metric state updated with the gradient."""
   optimizer.build(variables)
   parts = [optimizer_base.backing_variable(v) for v in variables]
   step = tf.cast(tf.convert_to_tensor(optimizer.iterations), tf.int32)
@@ -48,11 +55,11 @@ def gradients_and_gamma(optimizer, loss_fn, variables, gamma_loss_fn=None):
   gamma_seed, noise_seed = optimizer.step_seeds(step)
   mode = optimizer.gamma if optimizer.needs_gamma else 'none'
   sub = None if gamma_loss_fn is None else (lambda _: gamma_loss_fn())
-  loss, grads, _, gamma = gamma_lib.gradient_and_gamma(
+  loss, grads, pstate, gamma = gamma_lib.gradient_and_gamma(
       lambda _: loss_fn(), parts, optimizer.preconditioner, pstate, step, 0,
       mode, optimizer.gamma_estimator, gamma_seed, sub,
       optimizer.gamma_probability, noise_seed=noise_seed)
-  return loss, grads, gamma
+  return loss, grads, gamma, pstate
 
 
 def _random_rows(structures, fraction, seed):
@@ -99,15 +106,12 @@ def _gamma_train_step(self, data):
     rows = _random_rows((x, y, sample_weight), optimizer.gamma_subsample,
                         seed)
     gamma_loss_fn = lambda: loss_on(*rows)[0]
-  loss, grads, gamma = gradients_and_gamma(optimizer, loss_fn, variables,
-                                           gamma_loss_fn)
+  loss, grads, gamma, pstate = _gradients_gamma_and_state(
+      optimizer, loss_fn, variables, gamma_loss_fn)
   batch = tf.shape(tf.nest.flatten(x)[0])[0]
   self._loss_tracker.update_state(loss, sample_weight=batch)
   grads = [g / replicas for g in grads]
-  if gamma is None:
-    self.optimizer.apply(grads, variables)
-  else:
-    self.optimizer.apply_with_gamma(grads, gamma, variables)
+  optimizer.apply(grads, variables, gamma=gamma, metric_state=pstate)
   return self.compute_metrics(x, y, captured['y_pred'],
                               sample_weight=sample_weight)
 
