@@ -2,13 +2,13 @@
 
 import argparse
 import os
-import platform
 
 import numpy as np
 
 from tfp_adaptive import diagnostics
 
-__all__ = ['binned', 'markdown_table', 'out_dir', 'parser', 'write_table']
+__all__ = ['binned', 'load_dataset', 'markdown_table', 'mlp', 'out_dir',
+           'parser', 'write_table']
 
 EDGES = np.arange(-4.5, 4.5001, 0.1)
 
@@ -39,9 +39,32 @@ def markdown_table(header, rows):
 
 
 def write_table(path, title, header, rows, note=''):
-  text = '## %s\n\nMachine: %s, %d cores.\n\n%s\n\n%s\n' % (
-      title, platform.processor() or platform.machine(), os.cpu_count(),
-      markdown_table(header, rows), note)
+  text = '## %s\n\n%s\n\n%s\n' % (title, markdown_table(header, rows), note)
   with open(path, 'w') as f:
     f.write(text)
   print(text)
+
+
+def load_dataset(name):
+  """``(x, y, x_test, y_test)``: scikit-learn's 8×8 digits (offline) or MNIST, flat in [0, 1]."""
+  import keras  # pylint: disable=g-import-not-at-top
+  if name == 'mnist':
+    (x, y), (xt, yt) = keras.datasets.mnist.load_data()
+    return (x.reshape(len(x), -1) / 255., y, xt.reshape(len(xt), -1) / 255.,
+            yt)
+  from sklearn.datasets import load_digits  # pylint: disable=g-import-not-at-top
+  d = load_digits()
+  x, y = d.data / 16., d.target
+  perm = np.random.default_rng(0).permutation(len(x))
+  x, y = x[perm], y[perm]
+  return x[:1300], y[:1300], x[1300:], y[1300:]
+
+
+def mlp(inputs, hidden, seed=0):
+  """A ReLU MLP with two hidden layers and a softmax output over 10 classes."""
+  import keras  # pylint: disable=g-import-not-at-top
+  keras.utils.set_random_seed(seed)
+  return keras.Sequential([keras.Input((inputs,)),
+                           keras.layers.Dense(hidden, activation='relu'),
+                           keras.layers.Dense(hidden, activation='relu'),
+                           keras.layers.Dense(10, activation='softmax')])

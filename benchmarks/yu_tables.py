@@ -43,7 +43,6 @@ import tensorflow as tf
 
 import tfp_adaptive as tfa
 from benchmarks import common
-from examples import keras_digits
 
 opt = tfa.keras.optimizers
 
@@ -137,7 +136,7 @@ def run_one(data, name, gamma, prior, lr, hidden, epochs, passes, burnin,
   x, y, xt, yt = data
   n = len(x)
   keras.backend.clear_session()  # Frees the previous runs' compiled steps.
-  model = keras_digits.mlp(x.shape[1], hidden)
+  model = common.mlp(x.shape[1], hidden)
   keras.utils.set_random_seed(seed)
   if prior == 'horseshoe':
     tfa.keras.priors.add_horseshoe_prior(model, data_size=n)
@@ -239,7 +238,7 @@ def main():
   DIAGONAL_BIAS = args.diagonal_bias
   out = common.out_dir(args.out)
   data = tuple(a.astype('float32') if a.dtype.kind == 'f' else a
-               for a in keras_digits.load(args.dataset))
+               for a in common.load_dataset(args.dataset))
   hidden = 400 if args.dataset == 'mnist' else 100
   if args.quick:
     epochs, passes, burnin, thinning, seeds = 2, 1, 10, 10, [0]

@@ -1,0 +1,137 @@
+"""Runs every benchmark and writes `benchmarks/RESULTS.md` with its figures, stamped.
+
+  python -m benchmarks --all            # the record: RESULTS.md + results/*.png
+  python -m benchmarks --all --quick    # small sizes, into benchmarks/out/quick
+  python -m benchmarks speed yu_funnel  # some of them
+
+Each benchmark runs in its own process (``python -m benchmarks.<name>``),
+one after the other, so the timing benchmarks never share the CPU with
+another benchmark. The stamp gives the date, the commit (and whether the
+work tree had changes), the CPU, the GPU if any, and the versions of
+Python, TensorFlow, TensorFlow Probability and Keras. Numbers in the
+documentation come from this file only.
+"""
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# (module, extra arguments of the full run, title). Timing first.
+BENCHMARKS = [
+    ('speed', [], 'Speed'),
+    ('gamma_cost', [], 'Cost of Γ against model size'),
+    ('rensmeyer_figures', [], 'Stationary densities (Rensmeyer & Niggemann, '
+     'Figures 1–3)'),
+    ('tfp_side_by_side', [], 'Side by side with TFP\'s pSGLD optimizer'),
+    ('yu_funnel', [], 'Neal\'s funnel (Yu et al.)'),
+    ('lecture_regression', [], 'Bayesian linear regression (exact posterior)'),
+    ('yu_tables', ['--seeds', '2'], 'Bayesian MLP on digits (Yu et al.\'s '
+     'protocol)'),
+]
+
+
+def _run(cmd):
+  return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                        check=False).stdout.strip()
+
+
+def stamp():
+  """Markdown lines: date, commit, machine and library versions."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_probability as tfp  # pylint: disable=g-import-not-at-top
+  import keras  # pylint: disable=g-import-not-at-top
+  commit = _run(['git', 'rev-parse', '--short', 'HEAD']) or 'unknown'
+  if _run(['git', 'status', '--porcelain', '--untracked-files=no']):
+    commit += ' (with uncommitted changes)'
+  cpu = platform.processor() or platform.machine()
+  try:
+    with open('/proc/cpuinfo') as f:
+      cpu = next(l.split(':', 1)[1].strip() for l in f
+                 if l.startswith('model name'))
+  except (OSError, StopIteration):
+    pass
+  gpus = tf.config.list_physical_devices('GPU')
+  return [
+      '- Date: %s' % time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()),
+      '- Commit: %s' % commit,
+      '- CPU: %s, %d cores; GPU: %s' % (cpu, os.cpu_count(),
+                                        ', '.join(g.name for g in gpus) or
+                                        'none'),
+      '- Python %s, TensorFlow %s, TensorFlow Probability %s, Keras %s'
+      % (platform.python_version(), tf.__version__, tfp.__version__,
+         keras.__version__),
+  ]
+
+
+def main():
+  names = [b[0] for b in BENCHMARKS]
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument('names', nargs='*', metavar='NAME',
+                 help='benchmarks to run: %s' % ', '.join(names))
+  p.add_argument('--all', action='store_true', help='run every benchmark')
+  p.add_argument('--quick', action='store_true', help='small sizes (CI)')
+  args = p.parse_args()
+  unknown = sorted(set(args.names) - set(names))
+  if unknown:
+    p.error('unknown benchmark(s) %s; choose from %s'
+            % (', '.join(unknown), ', '.join(names)))
+  chosen = names if args.all or not args.names else args.names
+  if args.quick:
+    out = os.path.join(ROOT, 'benchmarks', 'out', 'quick')
+    report = os.path.join(out, 'RESULTS.md')
+    figures = '.'
+  else:
+    out = os.path.join(ROOT, 'benchmarks', 'results')
+    report = os.path.join(ROOT, 'benchmarks', 'RESULTS.md')
+    figures = 'results'
+  os.makedirs(out, exist_ok=True)
+  sections = []
+  for name, extra, title in BENCHMARKS:
+    if name not in chosen:
+      continue
+    before = set(os.listdir(out))
+    start = time.time()
+    command = [sys.executable, '-m', 'benchmarks.' + name, '--out', out]
+    command += ['--quick'] if args.quick else extra
+    print('== %s' % ' '.join(['python'] + command[1:]), flush=True)
+    subprocess.run(command, cwd=ROOT, check=True)
+    written = sorted(set(os.listdir(out)) - before | _touched(out, start))
+    sections.append(_section(out, figures, name, title, written,
+                             time.time() - start, args.quick, extra))
+  text = '\n'.join(
+      ['# Benchmark results', '',
+       'Written by `python -m benchmarks %s`; do not edit by hand.'
+       % ('--all' + (' --quick' if args.quick else '')
+          if args.all else ' '.join(chosen)), ''] + stamp() + [''] + sections)
+  with open(report, 'w') as f:
+    f.write(text)
+  print('Wrote %s' % report)
+
+
+def _touched(out, since):
+  return {n for n in os.listdir(out)
+          if os.path.getmtime(os.path.join(out, n)) >= since}
+
+
+def _section(out, figures, name, title, written, seconds, quick, extra):
+  lines = ['## %s' % title, '',
+           '`python -m benchmarks.%s%s` (%.0f s)' % (
+               name, ' --quick' if quick else ''.join(' ' + a for a in extra),
+               seconds), '']
+  for file in written:
+    if file.endswith('.md'):
+      with open(os.path.join(out, file)) as f:
+        body = f.read().split('\n', 1)[1]  # Drop the table's own title.
+      lines += [body.strip(), '']
+  lines += ['![%s](%s/%s)' % (file, figures, file) for file in written
+            if file.endswith('.png')]
+  return '\n'.join(lines) + '\n'
+
+
+if __name__ == '__main__':
+  main()
