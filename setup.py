@@ -1,10 +1,10 @@
-"""Installs tfp_adaptive; extras: `test` (pytest, pytest-xdist, scikit-learn), `bench` (matplotlib, tqdm, scikit-learn)."""
+"""Installs tfp_adaptive; extras: `test` (the test suite, docs build included), `bench` (benchmarks), `docs` (Sphinx site)."""
 
 import setuptools
 
 setuptools.setup(
     name='tfp_adaptive',
-    version='0.1.0',
+    version='0.2.0',
     description=('Adaptive SG-MCMC (pSGLD, Monge/Shampoo SGRLD, Adam-SGLD) for '
                  'TensorFlow Probability and Keras 3, with the corrected Γ term '
                  'of Rensmeyer & Niggemann (2025).'),
@@ -22,7 +22,9 @@ setuptools.setup(
         'filelock>=3.12',
     ],
     extras_require={
-        'test': ['pytest', 'pytest-xdist', 'scikit-learn', 'matplotlib', 'tqdm'],
+        'test': ['pytest', 'pytest-xdist', 'scikit-learn', 'matplotlib', 'tqdm',
+                 'sphinx>=7', 'myst-parser>=2'],
         'bench': ['matplotlib', 'tqdm', 'scikit-learn'],
+        'docs': ['sphinx>=7', 'myst-parser>=2'],
     },
 )

@@ -10,4 +10,4 @@ from tfp_adaptive.minibatch import minibatch_log_prob
 
 __all__ = ['core', 'diagnostics', 'keras', 'mcmc', 'minibatch',
            'minibatch_log_prob', 'schedules']
-__version__ = '0.1.0'
+__version__ = '0.2.0'

@@ -19,6 +19,7 @@ __all__ = ['GRID', 'adam_sgld_density', 'bin_probabilities', 'density_cdf',
            'monge_metric', 'predicted_density', 'rmsprop_metric',
            'standard_normal', 'total_variation']
 
+#: The grid on which predicted densities are evaluated and normalised.
 GRID = np.linspace(-7., 7., 140001)
 
 

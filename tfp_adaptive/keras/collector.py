@@ -71,7 +71,7 @@ class SampleCollector(keras.callbacks.Callback):
     seed: seed of the reservoir's random choices.
 
   Attributes:
-    members: the `Member`s kept.
+    members: the kept samples, a list of `Member`.
     num_nonfinite: optimizer steps skipped as non-finite during `fit`.
     num_skipped: due samples not taken (non-finite or repeated weights).
   """

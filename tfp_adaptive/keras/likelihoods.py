@@ -32,6 +32,7 @@ from tfp_adaptive import validation
 __all__ = ['Bernoulli', 'Categorical', 'Gaussian', 'LIKELIHOODS', 'Likelihood',
            'from_loss', 'get']
 
+#: Names accepted by `get` and ``SampleCollector(likelihood=...)``.
 LIKELIHOODS = ('categorical', 'bernoulli', 'gaussian')
 _PROB_TOL = 1e-3  # float32 softmax rows sum to 1 within ~1e-6.
 

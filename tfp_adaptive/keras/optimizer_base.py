@@ -82,7 +82,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       global generator, so `keras.utils.set_random_seed` makes a run
       reproducible, as it does Keras' own random ops; stored in the config so
       a saved optimizer continues the same stream).
-    name, **kwargs: as `keras.optimizers.Optimizer` (e.g. ``clipnorm``).
+    name: the optimizer's name; other keyword arguments go to
+      `keras.optimizers.Optimizer` (e.g. ``clipnorm``).
     hyperparameters: (for subclasses) dict of the sampler's own arguments,
       set as attributes and stored in the config.
   """

@@ -1,4 +1,4 @@
-"""Step-size schedules as `keras.optimizers.schedules.LearningRateSchedule`s, and a temperature ramp.
+"""Step-size schedules (Keras `LearningRateSchedule` objects) and a temperature ramp.
 
 * `PolynomialDecay`: ``a (b + t)^(-γ)`` (Welling & Teh 2011; Rensmeyer App. B).
 * `Cyclical`: cSG-MCMC's cosine cycles (Zhang et al. 2020, eq. 1),

@@ -32,7 +32,8 @@ def gradients_and_gamma(optimizer, loss_fn, variables, gamma_loss_fn=None):
     optimizer: a built `tfp_adaptive.keras.optimizers.SamplerOptimizer`.
     loss_fn: callable with no arguments returning the scalar loss (it reads
       the variables).
-    variables: the `keras.Variable`s being sampled.
+    variables: the variables being sampled (`keras.Variable` or
+      `tf.Variable`).
     gamma_loss_fn: optional callable like `loss_fn` on a random part of the
       minibatch, whose Hessian-vector product Γ uses instead of `loss_fn`'s
       (see the optimizer's ``gamma_subsample``).

@@ -22,18 +22,20 @@ class AdaptiveSGMCMCKernelResults(
   """State of a sampler between steps (nothing mutable lives on the kernel).
 
   Fields:
-    target_log_prob: û at the state *before* the last step (batch shape).
-    preconditioner_state: the metric statistics (EMAs, Shampoo roots, ...).
-    momentum: Adam-SGLD's first moment, ``()`` for the other samplers.
-    step: int32 number of steps taken.
-    num_nonfinite: int32 per chain, steps whose log-prob, gradient or
-      proposal was NaN/Inf (and, with ``nonfinite='reject'``, were undone).
-    num_unmoved: int32 per chain, consecutive rejected steps up to now (0
-      after a step that moved); `tfp_adaptive.mcmc.sample` warns when a
-      chain has not moved for many steps.
-    last_good_state: list of parts, per chain the last state from which a
-      finite step was taken; a rejected chain returns there.
-    seed: the stateless seed the last step used.
+
+  - ``target_log_prob``: û at the state *before* the last step (batch
+    shape).
+  - ``preconditioner_state``: the metric statistics (EMAs, Shampoo roots).
+  - ``momentum``: Adam-SGLD's first moment, ``()`` for the other samplers.
+  - ``step``: int32 number of steps taken.
+  - ``num_nonfinite``: int32 per chain, steps whose log-prob, gradient or
+    proposal was NaN/Inf (and, unless ``nonfinite='ignore'``, were undone).
+  - ``num_unmoved``: int32 per chain, consecutive rejected steps up to now
+    (0 after a step that moved); `tfp_adaptive.mcmc.sample` warns when a
+    chain has not moved for many steps.
+  - ``last_good_state``: list of parts, per chain the last state from which
+    a finite step was taken; a rejected chain returns there.
+  - ``seed``: the stateless seed the last step used.
   """
   __slots__ = ()
 

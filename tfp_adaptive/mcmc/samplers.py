@@ -1,30 +1,34 @@
 """The public SG-MCMC kernels: SGLD, PSGLD, WenzelSGLD, MongeSGRLD, ShampooSGRLD, AdamSGLD.
 
 All share `AdaptiveSGMCMC.one_step`; each only chooses its preconditioner.
-Common arguments:
+Arguments common to all of them:
 
-  target_log_prob_fn: callable of the state parts returning ``û(θ)``, one
-    value per chain (leading state axes equal its output shape). A
-    `tfp_adaptive.minibatch.MinibatchLogProb` also receives each step's seed.
-    The metric statistics are built from ∇ of this function (∇û).
-  step_size: ``h`` of MATH.md: a float, a `Tensor`, or a callable of the
-    int32 step number (see `tfp_adaptive.schedules`).
-  temperature: ``τ > 0`` (1 = Bayes posterior).
-  gamma: ``'none' | 'original' | 'corrected'`` (see `tfp_adaptive.core.gamma`).
-  gamma_estimator: ``'hutchinson'`` (default) or ``'exact'`` (small D only).
-  gamma_probability: ``p`` in (0, 1], default 1: a step computes Γ with
-    probability ``p`` and then adds ``Γ/p`` (unbiased; the second-order pass
-    runs on a fraction ``p`` of the steps, see
-    `tfp_adaptive.core.gamma.gradient_and_gamma`).
-  nonfinite: ``'reject'`` (default: a chain whose log-prob, gradient or
-    proposal is NaN/Inf keeps its previous state and metric, and
-    ``kernel_results.num_nonfinite`` counts it; the proposal is tested
-    through the sum of its entries, so one too large for that sum to stay
-    finite counts too, see `tfp_adaptive.core.tensors.finite_chains`),
-    ``'raise'`` (outside XLA the
-    step fails; `tfp_adaptive.mcmc.sample` raises after a compiled chunk), or
-    ``'ignore'``.
-  name: optional name scope.
+- ``target_log_prob_fn``: callable of the state parts returning ``û(θ)``,
+  one value per chain (leading state axes equal its output shape). A
+  `tfp_adaptive.minibatch.MinibatchLogProb` also receives each step's seed.
+  The metric statistics are built from ∇ of this function (∇û).
+- ``step_size``: ``h``, a float, a `Tensor`, or a callable of the int32
+  step number (see `tfp_adaptive.schedules`).
+- ``temperature``: ``τ > 0`` (1 = Bayes posterior).
+- ``gamma``: ``'none' | 'original' | 'corrected'`` (see
+  `tfp_adaptive.core.gamma`).
+- ``gamma_estimator``: ``'hutchinson'`` (default) or ``'exact'`` (small D
+  only).
+- ``gamma_probability``: ``p`` in (0, 1], default 1: a step computes Γ with
+  probability ``p`` and then adds ``Γ/p`` (unbiased; the second-order pass
+  runs on a fraction ``p`` of the steps, see
+  `tfp_adaptive.core.gamma.gradient_and_gamma`).
+- ``nonfinite``: ``'reject'`` (default), ``'reject_at_proposal'``,
+  ``'raise'`` or ``'ignore'``. A rejected chain returns to its last good
+  state and draws fresh noise; ``kernel_results.num_nonfinite`` counts
+  rejections and ``num_unmoved`` consecutive ones. ``'reject_at_proposal'``
+  also evaluates the log-prob at the proposal (one more forward pass), so a
+  state where it is -inf never enters the trace; with ``'reject'`` it is
+  undone one step later. The proposal is tested through the sum of its
+  entries (`tfp_adaptive.core.tensors.finite_chains`). ``'raise'``: outside
+  XLA the step fails, and `tfp_adaptive.mcmc.sample` raises after each
+  compiled chunk.
+- ``name``: optional name scope.
 """
 
 from tfp_adaptive.core import algorithms
