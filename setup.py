@@ -10,6 +10,7 @@ setuptools.setup(
                  'of Rensmeyer & Niggemann (2025).'),
     long_description=open('README.md', encoding='utf-8').read(),
     long_description_content_type='text/markdown',
+    license='Apache-2.0',
     packages=setuptools.find_packages(include=['tfp_adaptive', 'tfp_adaptive.*']),
     python_requires='>=3.9',
     install_requires=[

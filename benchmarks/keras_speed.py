@@ -117,12 +117,9 @@ def build(make_opt, hidden, steps, hvp=False):
 def measure(quick):
   """Best time per step of every configuration; returns ``(best, hidden)``.
 
-  The full run builds each configuration three times: on this project's VM
-  a compiled model instance sometimes stayed about 30% slower in every round
-  (a different configuration each run, plain Keras SGD + noise included), so
-  a per-instance state, not the optimizer, would otherwise set a ratio; with
-  two instances, PSGLD's and Adam-SGLD's ratios still moved by ±0.08
-  between runs (session 12).
+  The full run builds each configuration three times and keeps the best: a
+  compiled model instance can stay slower in every round for reasons of its
+  own (memory layout), which would otherwise set a ratio.
   """
   hidden, steps, rounds = (50, 10, 1) if quick else (400, 50, 5)
   instances = 1 if quick else 3

@@ -4,7 +4,7 @@ Every step of every chain is binned (width 0.1) in a streaming histogram inside
 an XLA-compiled loop (`tfp_adaptive.mcmc.stationary_histogram`); chains start
 from draws of the target. Each figure writes ``<fig>_stationary.png`` and
 ``<fig>_table.md``: the total-variation distance of each histogram to its
-predicted π (MATH.md) and to the target, with the Monte Carlo error from 10
+predicted π (docs, "The mathematics") and to the target, with the Monte Carlo error from 10
 chain groups. α = 0.9 and stability λ = 0.1 throughout, as in the paper.
 
 * ``fig1``: the paper's Fig. 1 samplers at h = 1e-4, 10^8 steps each (100

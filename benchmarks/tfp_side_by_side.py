@@ -12,7 +12,7 @@ run by
 * our kernel ``tfp_adaptive.mcmc.PSGLD`` (``'original'`` and ``'none'``) with
   1000 chains in one compiled loop.
 
-Each histogram is compared with the two small-step predictions of MATH.md:
+Each histogram is compared with the two small-step predictions (docs, "The mathematics"):
 ``p·M^-α`` (Γ kept, 'original') and ``p·M⁻¹`` (Γ dropped). On TF 2 resource
 variables TFP's ``diag_jacobian`` sees no path from the variable to the
 preconditioner and its Γ is 0 (see tests/test_gamma.py), so TFP's histogram

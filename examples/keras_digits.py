@@ -76,7 +76,6 @@ def main():
           diagonal_bias=args.diagonal_bias, seed=0),
       loss='sparse_categorical_crossentropy', metrics=['accuracy'],
       jit_compile=True)
-  tfa.keras.enable_gamma(model)
   collector = tfa.keras.SampleCollector(burnin=steps // 3,
                                         thinning=max(steps // 150, 1),
                                         max_samples=100,
@@ -85,7 +84,7 @@ def main():
   model.fit(x, y, batch_size=args.batch_size, epochs=args.epochs,
             callbacks=[collector], verbose=args.verbose)
   bayes = collector.ensemble.evaluate(xt, yt)
-  # A chain that ran away (README, "Keras") shows weights of 1e3 and more.
+  # A chain that ran away shows weights of 1e3 and more.
   largest = max(float(np.max(np.abs(v.numpy())))
                 for member in collector.ensemble.iterate_members()
                 for v in member.trainable_weights)

@@ -3,7 +3,7 @@
 10,000 chains of each sampler run as one XLA-compiled batch (h = 1e-3,
 α = 0.9, stability 1.0 so that the small-step theory applies). Prints the
 sample standard deviation (target 1) and the TV distance of the histogram to
-N(0, 1) and to the density MATH.md predicts for each Γ mode.
+N(0, 1) and to the density predicted for each Γ mode.
 
     python examples/stationary_demo.py
 """

@@ -1,4 +1,4 @@
-"""Every sampler × Γ mode matches its predicted small-step stationary density (MATH.md).
+"""Every sampler × Γ mode matches its predicted small-step stationary density.
 
 Target N(0, 1). Chains start from the *predicted* density (inverse CDF), so
 the test measures invariance, not burn-in. Pass: the TV distance of the
@@ -35,7 +35,7 @@ _rms_predictions = _predictions(diagnostics.rmsprop_metric(BIAS))
 _monge_predictions = _predictions(diagnostics.monge_metric(1.))
 
 
-def test_predicted_densities_are_math_md_formulas():
+def test_predicted_densities_are_the_documented_formulas():
   """p·M⁻¹, p·M^-α, p with M = 1/sqrt(λ+θ²) (RMSprop) and 1/(1+θ²) (Monge)."""
   t = np.linspace(-3, 3, 13)
   rms, monge = _rms_predictions(0.7), _monge_predictions(0.7)

@@ -1,4 +1,4 @@
-"""1-D stationary densities of adaptive SG-MCMC (MATH.md) and histogram comparisons.
+"""1-D stationary densities of adaptive SG-MCMC (docs, "The mathematics") and histogram comparisons.
 
 In the small-step limit with an EMA metric ``M(θ)`` (Rensmeyer & Niggemann
 2025, Sec. 3–4), a 1-D sampler with target ``p`` is stationary at

@@ -3,7 +3,7 @@
 Both adapters, the TFP kernels (`tfp_adaptive.mcmc`) and the Keras optimizers
 (`tfp_adaptive.keras.optimizers`), build their sampler with the functions of
 this module (which also validate the hyperparameters, naming them) and move
-the state with `Algorithm.update`, the Euler–Maruyama step of MATH.md:
+the state with `Algorithm.update`, the Euler–Maruyama step:
 
 ``θ' = θ + (h/2)(M ∇û + τ c Γ) + sqrt(h τ) M^{1/2} ξ``
 

@@ -6,7 +6,7 @@ __all__ = ['adam_sgld_drift', 'langevin_step']
 
 
 def langevin_step(parts, drift, noise, step_size, temperature=1., gamma=None):
-  """``θ' = θ + (h/2)(M∇û + τ c Γ) + sqrt(h τ) M^{1/2} ξ`` (MATH.md).
+  """``θ' = θ + (h/2)(M∇û + τ c Γ) + sqrt(h τ) M^{1/2} ξ``.
 
   Args:
     parts: list of `Tensor`s, ``θ_t``.

@@ -1,7 +1,7 @@
 """The second-order drift Γ_i = Σ_j ∂M_ij/∂θ_j by nested automatic differentiation.
 
 Γ is the Jacobian-vector product of ``θ ↦ M_t(θ) z`` in the direction ``z``
-(MATH.md, "Computing Γ"), where ``M_t(θ)`` is the metric whose statistics were
+(docs, "The mathematics"), where ``M_t(θ)`` is the metric whose statistics were
 updated with the gradient at ``θ``. The metric sees θ only through the
 gradient ``g(θ)``, so the product is ``J_{g↦M(g)z} (H z)``: the
 Hessian-vector product ``H z`` by reverse-over-reverse ``tf.GradientTape``s,
@@ -222,10 +222,8 @@ def _gamma_on_coin(fn, parts, preconditioner, state, step, batch_ndims,
   """`gradient_and_gamma`'s result with ``scale·Γ`` if `heads`, else zeros.
 
   The gradient and the metric update run on every step; only Γ's
-  second-order pass sits in the `tf.cond`. (With the whole step in the
-  `cond`, corrected pSGLD at p = 1/4 took about 3.7 ms a step on the Keras
-  benchmark's MLP, now about 3.1 ms, against 2.35 ms without Γ: ad hoc
-  interleaved A/B runs, `benchmarks/keras_speed.py`'s set-up.)
+  second-order pass sits in the `tf.cond` (a `cond` around the whole step
+  is slower: XLA then cannot fuse the update into the gradient's pass).
   Without `gamma_fn`, the Hessian-vector product differentiates the
   gradient recorded outside the `cond`.
   """

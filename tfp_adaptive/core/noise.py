@@ -37,8 +37,9 @@ _ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322,
 def algorithm():
   """The stateless RNG algorithm for the graph being built.
 
-  Under XLA, Threefry draws ~2.3x faster than Philox on CPU, and the TF
-  default measured ~20x slower (STYLE.md). TF's non-XLA CPU kernels only
+  Under XLA on CPU, Threefry draws faster than Philox, and TF's default
+  algorithm is much slower than both (`benchmarks/speed.py` measures the
+  draw). TF's non-XLA CPU kernels only
   implement Philox, so eager and plain `tf.function` code uses Philox. A
   seeded chain is therefore reproducible within one mode (compiled or not),
   not across them — as with TF's own XLA and non-XLA kernels.

@@ -7,7 +7,7 @@ chains):
 * ``init(params, batch_ndims) -> state``
 * ``update(state, grads, step, batch_ndims) -> state``: folds the gradient
   statistic ``h(ĝ)`` into the exponential moving average
-  ``V_t = α V_{t-1} + (1 - α) h(ĝ_t)`` (MATH.md, "The Γ term").
+  ``V_t = α V_{t-1} + (1 - α) h(ĝ_t)`` (docs, "The mathematics").
 * ``apply(state, vectors, batch_ndims, differentiable=False)``: ``M_t v``.
 * ``apply_sqrt(state, vectors, batch_ndims)``: ``M_t^{1/2} v``.
 * ``metric_derivative(state, grads, grad_tangents, vectors, step,

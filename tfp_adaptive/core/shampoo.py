@@ -25,7 +25,7 @@ class Shampoo(preconditioners.Preconditioner):
   For a part of event shape ``(n_1, ..., n_d)`` and mode ``i``:
   ``H^i_t = λ H^i_{t-1} + (1-λ) ĝ_(i) ĝ_(i)ᵀ`` (contraction over all axes but
   ``i``). ``M^{1/2} = ⊗_i (H^i + εI)^{-1/(4d)}``. The persistent ridge ``ε`` is
-  added at every root computation (MATH.md), so in one dimension the metric
+  added at every root computation, so in one dimension the metric
   is ``1/sqrt(ε + V)``. Roots are recomputed by an eigendecomposition in
   float64 every ``update_interval`` steps. Modes of size 1 or larger than
   ``max_dim`` use a diagonal factor (sum of ``ĝ²`` over the other axes); a

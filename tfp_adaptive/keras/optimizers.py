@@ -58,7 +58,7 @@ class PSGLD(SamplerOptimizer):
   in flat directions of a network's posterior (e.g. ReLU layers' scale
   symmetry under a horseshoe prior) a corrected chain can run away. For
   sampling networks use a bounded metric, ``M ≤ diagonal_bias^{-1/2}``:
-  ``examples/keras_digits.py`` uses 1e-3 (README, "Keras").
+  ``examples/keras_digits.py`` uses 1e-3.
   """
 
   _default_burnin = 25
@@ -121,33 +121,28 @@ class ShampooSGRLD(SamplerOptimizer):
   """SGRLD in the Shampoo metric (Yu et al. 2023, Sec. 3.2), per-variable Kronecker factors.
 
   The roots come from a float64 eigendecomposition every `update_interval`
-  steps. XLA's CPU eigendecomposition is slow for large modes (measured here:
-  7.7 s for 400×400 and 76 s for 784×784, against 0.07 s and 0.55 s without
-  XLA), so on CPU with modes above a few hundred compile with
+  steps. XLA's CPU eigendecomposition is much slower than LAPACK's for
+  large modes, so on CPU with modes above a few hundred compile with
   ``jit_compile=False`` (Keras' default ``"auto"`` already does on CPU-only
   machines), lower `max_dim` (larger modes get a diagonal factor) or raise
   `update_interval`. A warning says so at build time. Full factors also
   cost on every step: each of the statistics and the products ``M g`` and
   ``M^{1/2} ξ`` takes ``Σ_i n_i`` multiply-adds per parameter (the sum over
-  its full modes), about 1.5·10⁹ a step on a 784-400-400-10 MLP with every
-  mode full, 6.4× PSGLD's step there; with ``max_dim=128`` (its 784- and
-  400-wide modes diagonal) 1.04× (`benchmarks/keras_speed.py`, README
-  "Speed"). ``block_size=b`` splits every axis longer than ``b`` into equal
-  blocks with factors of their own (Yu et al. Sec. 3.2; Anil et al. 2021;
-  see `tfp_adaptive.mcmc.ShampooSGRLD`): smaller eigendecompositions and
-  fewer multiply-adds, though under XLA on CPU the many small batched
-  products gain less than their count suggests (4.1× PSGLD with
-  ``block_size=50`` against 6.4× unblocked on that MLP, ad hoc).
+  its full modes), several times a PSGLD step on an MLP with wide layers
+  (`benchmarks/keras_speed.py` measures both configurations).
+  ``block_size=b`` splits every axis longer than ``b`` into equal blocks
+  with factors of their own (Yu et al. Sec. 3.2; Anil et al. 2021; see
+  `tfp_adaptive.mcmc.ShampooSGRLD`): smaller eigendecompositions and fewer
+  multiply-adds, though under XLA on CPU the many small batched products
+  gain less than their count suggests.
 
   ``gamma='corrected'`` is not yet reliable on networks. Γ contains the
   derivative of the roots, which grows like ``ε^(p-1)`` (``p = -1/(2d)``)
   in the directions where a factor is nearly singular, for example a bias's
   rank-deficient ``ĝĝᵀ`` early in the run; ``1/(1-α)`` then multiplies it.
-  On the digits MLP (`benchmarks/yu_tables.py`, 400 passes, 2 seeds),
-  corrected Shampoo with ``epsilon=1e-6`` diverged at every learning rate
-  from 1e-7 to 1e-3; with ``epsilon=1e-3`` one of two Gaussian-prior chains
-  and both horseshoe-prior chains still failed. On 1-D and small Gaussian
-  targets it matches its predicted density (`tests/`).
+  On the digits MLP of `benchmarks/yu_tables.py` corrected Shampoo chains
+  diverge at small ``epsilon``. On 1-D and small Gaussian targets it
+  matches its predicted density (`tests/`).
   """
 
   def build(self, var_list):

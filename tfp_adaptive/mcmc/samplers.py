@@ -77,7 +77,7 @@ class PSGLD(kernel.AdaptiveSGMCMC):
       ``M ≤ diagonal_bias^{-1/2}``; at 1e-8 ``M`` and the corrected Γ (which
       grows like ``V^{-3/2}`` where the gradient vanishes) are practically
       unbounded, and on networks with flat directions a corrected chain can
-      run away (README, "Keras"): use e.g. 1e-3 there.
+      run away: use e.g. 1e-3 there (docs, "Choosing a sampler").
     bias_outside_sqrt: Python bool, default False.
     (and the common arguments of the module docstring)
   """
