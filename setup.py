@@ -24,8 +24,9 @@ setuptools.setup(
     ],
     extras_require={
         'test': ['pytest', 'pytest-xdist', 'scikit-learn', 'matplotlib', 'tqdm',
-                 'sphinx>=7', 'myst-parser>=2'],
+                 'sphinx>=7', 'myst-parser>=2', 'arviz>=0.17'],
         'bench': ['matplotlib', 'tqdm', 'scikit-learn'],
         'docs': ['sphinx>=7', 'myst-parser>=2'],
+        'diagnostics': ['arviz>=0.17', 'matplotlib'],
     },
 )

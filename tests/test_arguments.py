@@ -66,7 +66,7 @@ def _optimizer_rows(cls, own):
           (cls, base, 'data_size', NUMBER + [0., 0.5]),
           (cls, base, 'burnin', ['10', 10.5, True, -1]),
           (cls, base, 'temperature', POSITIVE),
-          (cls, base, 'nonfinite', ['reject', None]),
+          (cls, base, 'nonfinite', ['skip', None]),
           (cls, base, 'seed', SEED)]
   if cls not in (tfa.keras.optimizers.SGLD, tfa.keras.optimizers.AdamSGLD):
     rows += [(cls, base, 'gamma', ['Corrected', None]),

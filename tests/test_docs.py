@@ -35,3 +35,13 @@ def test_sphinx_build_without_warnings(tmp_path):
       if '.' + name + '"' not in reference and '.' + name + '<' not in reference:
         missing.append('%s.%s' % (module, name))
   assert not missing, missing
+
+
+def test_kernel_users_do_not_load_the_keras_layer():
+  code = ('import sys, tfp_adaptive as tfa\n'
+          'assert "tfp_adaptive.keras" not in sys.modules\n'
+          'tfa.mcmc.SGLD(lambda x: -x**2, 0.1)\n'
+          'assert "tfp_adaptive.keras" not in sys.modules\n'
+          'tfa.keras.optimizers.SGLD\n')
+  subprocess.run([sys.executable, '-c', code], cwd=ROOT, check=True,
+                 env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'), timeout=300)

@@ -208,3 +208,10 @@ def test_chains_side_by_side(tmp_path):
   assert ens.chains == [0, 1]
   assert len(ens) == 8
   assert [m.chain for m in ens.members] == [0] * 4 + [1] * 4
+  import arviz as az  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(30, 4)).astype('float32')
+  idata = ens.to_arviz(x, x[:, :1] - x[:, 1:2], weights=False)
+  assert idata.log_likelihood['y'].shape == (2, 4, 30)
+  rhat = az.rhat(idata.log_likelihood)['y'].values  # Do the chains agree?
+  assert rhat.shape == (30,) and np.all(np.isfinite(rhat))

@@ -1,13 +1,25 @@
 """tfp_adaptive: adaptive SG-MCMC for TensorFlow Probability, with the Γ correction."""
 
+import importlib
+
 from tfp_adaptive import core
 from tfp_adaptive import diagnostics
-from tfp_adaptive import keras
+from tfp_adaptive import inference_data
 from tfp_adaptive import mcmc
 from tfp_adaptive import minibatch
 from tfp_adaptive import schedules
+from tfp_adaptive.inference_data import to_arviz
 from tfp_adaptive.minibatch import minibatch_log_prob
 
-__all__ = ['core', 'diagnostics', 'keras', 'mcmc', 'minibatch',
-           'minibatch_log_prob', 'schedules']
+__all__ = ['core', 'diagnostics', 'inference_data', 'keras', 'mcmc',
+           'minibatch', 'minibatch_log_prob', 'schedules', 'to_arviz']
 __version__ = '0.2.0'
+
+
+def __getattr__(name):
+  """Imports `tfp_adaptive.keras` on first use: kernel users do not load Keras."""
+  if name == 'keras':
+    module = importlib.import_module('tfp_adaptive.keras')
+    globals()[name] = module
+    return module
+  raise AttributeError('module %r has no attribute %r' % (__name__, name))

@@ -40,6 +40,7 @@ __all__ = [
     'RMSpropState',
     'Wenzel',
     'WenzelState',
+    'ema',
 ]
 
 RMSpropState = collections.namedtuple('RMSpropState', ['second_moment'])
@@ -104,7 +105,8 @@ class Identity(Preconditioner):
   """M = I: plain SGLD (Welling & Teh 2011)."""
 
 
-def _ema(decay, old, new):
+def ema(decay, old, new):
+  """``decay·old + (1 − decay)·new`` per part: every metric's moving average."""
   return [decay * o + (1. - decay) * n for o, n in zip(old, new)]
 
 
@@ -138,7 +140,7 @@ class RMSprop(Preconditioner):
 
   def update(self, state, grads, step, batch_ndims):
     decay = tf.cast(self.decay, grads[0].dtype)
-    return RMSpropState(_ema(decay, state.second_moment,
+    return RMSpropState(ema(decay, state.second_moment,
                              [tf.square(g) for g in grads]))
 
   def diagonal(self, state, power=1.):
@@ -195,7 +197,7 @@ class Wenzel(Preconditioner):
 
   def update(self, state, grads, step, batch_ndims):
     decay = tf.cast(self.decay, grads[0].dtype)
-    moments = _ema(decay, state.second_moment, [tf.square(g) for g in grads])
+    moments = ema(decay, state.second_moment, [tf.square(g) for g in grads])
     refresh = tf.equal(step % self.update_interval, 0)
     fresh = self._fresh_scales(tf.nest.map_structure(tf.stop_gradient, moments),
                                batch_ndims)
@@ -257,7 +259,7 @@ class Monge(Preconditioner):
 
   def update(self, state, grads, step, batch_ndims):
     lam = tf.cast(self.decay, grads[0].dtype)
-    mean_grad = _ema(lam, state.mean_grad, grads)
+    mean_grad = ema(lam, state.mean_grad, grads)
     old_g, gg = tensors.event_dots(
         [(state.mean_grad, grads), (grads, grads)], batch_ndims)
     sq = tf.maximum(lam * lam * state.sq_norm + 2. * lam * (1. - lam) * old_g

@@ -182,9 +182,10 @@ class Shampoo(preconditioners.Preconditioner):
     new_state = []
     for modes, (g, nb) in zip(state, blocked):
       layout = self._modes(g, nb)
-      factors = [decay * m.factor + (1. - decay) *
-                 self._statistic(g, i, dense, nb)
-                 for i, (m, (_, dense)) in enumerate(zip(modes, layout))]
+      factors = preconditioners.ema(
+          decay, [m.factor for m in modes],
+          [self._statistic(g, i, dense, nb) for i, (_, dense) in
+           enumerate(layout)])
       new_state.append(factors)
 
     def refreshed():

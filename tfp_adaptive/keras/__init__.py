@@ -9,10 +9,12 @@ from tfp_adaptive.keras import priors
 from tfp_adaptive.keras import schedules
 from tfp_adaptive.keras.collector import SampleCollector
 from tfp_adaptive.keras.ensemble import BayesianEnsemble
+from tfp_adaptive.keras.monitor import SamplerMonitor
 from tfp_adaptive.keras.sample_files import SampleFileError
 from tfp_adaptive.keras.training import enable_gamma
 from tfp_adaptive.keras.training import gradients_and_gamma
 
 __all__ = ['BayesianEnsemble', 'SampleCollector', 'SampleFileError',
+           'SamplerMonitor',
            'enable_gamma', 'gradients_and_gamma', 'likelihoods', 'optimizers', 'priors',
            'schedules']

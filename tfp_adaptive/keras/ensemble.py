@@ -157,6 +157,65 @@ class BayesianEnsemble(object):
                        '(x, y) pairs.')
     return self._predictive(x, y, batch_size).metrics(num_bins)
 
+  def to_arviz(self, x, y=None, batch_size=None, weights=True, seed=0):
+    """The ensemble as `arviz.InferenceData`, for ``az.loo``, ``az.waic`` and R-hat.
+
+    Groups: ``posterior`` (each member's weights, named by variable path,
+    if `weights`; else the members' steps), ``log_likelihood`` (``y``:
+    ``log p(y_i | θ_s)`` per member and example), ``posterior_predictive``
+    (``y``: one draw per member and example from its predictive) and
+    ``observed_data``. Chains are the sample directories the members came
+    from (`Member.chain`); chains with more members than the shortest are
+    cut to its length, with a warning. Needs uniform member weights (PSIS
+    weighs draws equally).
+
+    Args:
+      x, y: as `evaluate` (arrays, or a `tf.data.Dataset` of pairs).
+      batch_size: as `keras.Model.predict`.
+      weights: include the weights in ``posterior`` (memory: members ×
+        parameters).
+      seed: seed of the posterior-predictive draws.
+
+    Example:
+      >>> import arviz as az
+      >>> az.loo(ensemble.to_arviz(x_train, y_train))
+    """
+    from tfp_adaptive import inference_data  # pylint: disable=g-import-not-at-top
+    az = inference_data.import_arviz()
+    if self.weighting != 'uniform':
+      raise ValueError('`to_arviz` needs uniform member weights; this '
+                       'ensemble has weighting=%r.' % self.weighting)
+    x, y = as_arrays(x, y)
+    if y is None:
+      raise ValueError('`to_arviz` needs targets: pass `y`, or a dataset of '
+                       '(x, y) pairs.')
+    lik = self.likelihood
+    rng = np.random.default_rng(seed)
+    chains = collections.defaultdict(list)
+    observed = None
+    for member, model in zip(self.members, self.iterate_members(x)):
+      out = lik.member_output(model.predict(x, batch_size=batch_size,
+                                            verbose=0))
+      if observed is None:
+        observed = (lik.labels(y, lik.probabilities(out).shape[-1])
+                    if lik.is_classification else lik.targets(y, out))
+      chains[member.chain].append({
+          'log_likelihood': {'y': lik.log_likelihood(out, y)},
+          'posterior_predictive': {'y': lik.sample(out, rng)},
+          'posterior': ({_var_name(v): v.numpy() for v in model.weights}
+                        if weights else {'step': np.asarray(member.step)})})
+    draws = min(len(c) for c in chains.values())
+    if any(len(c) > draws for c in chains.values()):
+      warnings.warn('to_arviz: chains hold %s members; each is cut to the '
+                    'first %d.' % (sorted(len(c) for c in chains.values()),
+                                   draws))
+    groups = {}
+    for group, names in chains[min(chains)][0].items():
+      groups[group] = {name: np.stack([
+          np.stack([d[group][name] for d in chains[c][:draws]])
+          for c in sorted(chains)]) for name in names}
+    return az.from_dict(observed_data={'y': observed}, **groups)
+
   def _build(self, x):
     if self.model.weights:
       return
@@ -332,6 +391,10 @@ def as_arrays(x, y=None):
   x = tf.nest.map_structure(cat, *xs)
   y = None if ys[0] is None else tf.nest.map_structure(cat, *ys)
   return x, y
+
+
+def _var_name(variable):
+  return variable.path.replace('/', '.')
 
 
 def _sample_directories(directory):

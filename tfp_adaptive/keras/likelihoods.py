@@ -59,6 +59,28 @@ class Likelihood(object):
     """One member's raw model output → probabilities (or mean), validated."""
     raise NotImplementedError
 
+  def log_likelihood(self, output, y):
+    """``log p(y_i | θ)`` per example from one member's `member_output`."""
+    if self.is_classification:
+      probs = self.probabilities(output)
+      labels = self.labels(y, probs.shape[-1])
+      return np.log(np.maximum(probs[np.arange(len(probs)), labels], 1e-300))
+    y = self.targets(y, output)
+    var = self.variance(int(np.prod(output.shape[1:])) if output.ndim > 1
+                        else 1)
+    sq = ((y - output) ** 2).reshape(len(output), -1)
+    return -0.5 * np.sum(np.log(2 * np.pi * var) + sq / var, -1)
+
+  def sample(self, output, rng):
+    """One draw of ``y`` per example from one member's predictive."""
+    if self.is_classification:
+      probs = self.probabilities(output)
+      u = rng.random((len(probs), 1))
+      return np.minimum((np.cumsum(probs, -1) < u).sum(-1), probs.shape[-1] - 1)
+    var = self.variance(int(np.prod(output.shape[1:])) if output.ndim > 1
+                        else 1)
+    return output + np.sqrt(var) * rng.standard_normal(output.shape)
+
   def get_config(self):
     return {'name': self.name}
 

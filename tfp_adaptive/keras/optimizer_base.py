@@ -36,7 +36,7 @@ from tfp_adaptive.core import tensors
 
 __all__ = ['NONFINITE_POLICIES', 'SamplerOptimizer', 'backing_variable']
 
-NONFINITE_POLICIES = ('skip', 'raise')
+NONFINITE_POLICIES = ('reject', 'raise')
 
 
 def backing_variable(v):
@@ -71,8 +71,9 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       probability ``p`` and then adds ``Γ/p``, otherwise none (unbiased; the
       second-order pass runs on a fraction ``p`` of the steps; see
       `tfp_adaptive.core.gamma.gradient_and_gamma`).
-    nonfinite: ``'skip'`` (default: a step whose gradient, Γ or new weights
-      are NaN/Inf is not applied and `num_nonfinite` counts it; the weights
+    nonfinite: ``'reject'`` (default, as in the kernels: a step whose
+      gradient, Γ or new weights are NaN/Inf is not applied, the weights
+      stay at the last good state, and `num_nonfinite` counts it; the weights
       are tested through their sum, so weights too large for that sum to
       stay finite count too, see `tfp_adaptive.core.tensors.finite_chains`) or
       ``'raise'`` (the step is not applied and, outside XLA, fails with
@@ -92,10 +93,12 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
   _supports_gamma = True
   # Set by `SampleCollector`, which raises after the batch for 'raise'.
   nonfinite_checked_after_batch = False
+  # Set by `SamplerMonitor`: in-graph sums it reads once per epoch.
+  monitor_state = None
 
   def __init__(self, learning_rate, data_size=1, burnin=None, temperature=1.,
                gamma='none', gamma_estimator='hutchinson', gamma_subsample=1.,
-               gamma_probability=1., nonfinite='skip', seed=None, name=None,
+               gamma_probability=1., nonfinite='reject', seed=None, name=None,
                hyperparameters=None, **kwargs):
     if not isinstance(learning_rate,
                       keras.optimizers.schedules.LearningRateSchedule):
@@ -337,6 +340,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
           step, '; lower the learning rate or check the model.'])]):
         ok = tf.identity(ok)
     new_state = tf.nest.flatten((new_pstate, new_momentum))
+    if self.monitor_state is not None:
+      self.monitor_state.accumulate(parts, target_grads, ok, index)
 
     # Commit or keep everything: a select fuses into the update's own pass
     # under XLA, where a `tf.cond` around the assignments copied the weights.

@@ -52,19 +52,13 @@ class Predictive(object):
 
   def _member_log_likelihood(self, out):
     lik = self.likelihood
-    if lik.is_classification:
-      probs = lik.probabilities(out)
-      if self._labels is None:
-        self._labels = lik.labels(self.y, probs.shape[-1])
-        if len(self._labels) != len(probs):
-          raise ValueError('%d labels for %d predictions.'
-                           % (len(self._labels), len(probs)))
-      p = probs[np.arange(len(probs)), self._labels]
-      return np.log(np.maximum(p, 1e-300))
-    y = lik.targets(self.y, out)
-    var = lik.variance(_num_outputs(out))
-    sq = ((y - out) ** 2).reshape(len(out), -1)
-    return -0.5 * np.sum(np.log(2 * np.pi * var) + sq / var, -1)
+    if lik.is_classification and self._labels is None:
+      self._labels = lik.labels(self.y, lik.probabilities(out).shape[-1])
+      if len(self._labels) != len(out):
+        raise ValueError('%d labels for %d predictions.'
+                         % (len(self._labels), len(out)))
+    return lik.log_likelihood(out, self.y if self._labels is None
+                              else self._labels)
 
   def _check(self):
     if self._first is None:
