@@ -25,6 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARKS = [
     ('speed', [], 'Speed'),
     ('gamma_cost', [], 'Cost of Γ against model size'),
+    ('monitor', [], 'SamplerMonitor: the configurational temperature'),
     ('rensmeyer_figures', [], 'Stationary densities (Rensmeyer & Niggemann, '
      'Figures 1–3)'),
     ('tfp_side_by_side', [], 'Side by side with TFP\'s pSGLD optimizer'),
@@ -90,7 +91,7 @@ def main():
     report = os.path.join(ROOT, 'benchmarks', 'RESULTS.md')
     figures = 'results'
   os.makedirs(out, exist_ok=True)
-  sections = []
+  sections = _read_sections(report)
   for name, extra, title in BENCHMARKS:
     if name not in chosen:
       continue
@@ -101,16 +102,39 @@ def main():
     print('== %s' % ' '.join(['python'] + command[1:]), flush=True)
     subprocess.run(command, cwd=ROOT, check=True)
     written = sorted(set(os.listdir(out)) - before | _touched(out, start))
-    sections.append(_section(out, figures, name, title, written,
-                             time.time() - start, args.quick, extra))
+    sections[name] = _section(out, figures, name, title, written,
+                              time.time() - start, args.quick, extra)
+    _write(report, sections, args.quick)  # After each: a crash keeps the rest.
+  print('Wrote %s' % report)
+
+
+def _write(report, sections, quick):
+  order = [b[0] for b in BENCHMARKS]
+  body = [sections[n] for n in order if n in sections]
   text = '\n'.join(
       ['# Benchmark results', '',
-       'Written by `python -m benchmarks %s`; do not edit by hand.'
-       % ('--all' + (' --quick' if args.quick else '')
-          if args.all else ' '.join(chosen)), ''] + stamp() + [''] + sections)
+       'Written by `python -m benchmarks --all%s` (or by `python -m benchmarks '
+       'NAME ...`, which replaces those sections); do not edit by hand. Each '
+       'section gives the commit and date of its run; the machine and '
+       'versions of the last run are:' % (' --quick' if quick else ''), ''] +
+      stamp()[2:] + [''] + body)
   with open(report, 'w') as f:
     f.write(text)
-  print('Wrote %s' % report)
+
+
+def _read_sections(report):
+  """The sections of an existing report, by benchmark name."""
+  if not os.path.exists(report):
+    return {}
+  with open(report) as f:
+    text = f.read()
+  sections = {}
+  for name in [b[0] for b in BENCHMARKS]:
+    start = text.find(_MARK % name)
+    end = text.find(_END % name)
+    if start >= 0 and end > start:
+      sections[name] = text[start:end + len(_END % name)] + '\n'
+  return sections
 
 
 def _touched(out, since):
@@ -118,11 +142,16 @@ def _touched(out, since):
           if os.path.getmtime(os.path.join(out, n)) >= since}
 
 
+_MARK = '<!-- benchmark:%s -->'
+_END = '<!-- end:%s -->'
+
+
 def _section(out, figures, name, title, written, seconds, quick, extra):
-  lines = ['## %s' % title, '',
-           '`python -m benchmarks.%s%s` (%.0f s)' % (
+  head = stamp()
+  lines = [_MARK % name, '## %s' % title, '',
+           '`python -m benchmarks.%s%s` (%.0f s); %s; %s.' % (
                name, ' --quick' if quick else ''.join(' ' + a for a in extra),
-               seconds), '']
+               seconds, head[1][2:], head[0][2:]), '']
   for file in written:
     if file.endswith('.md'):
       with open(os.path.join(out, file)) as f:
@@ -130,6 +159,7 @@ def _section(out, figures, name, title, written, seconds, quick, extra):
       lines += [body.strip(), '']
   lines += ['![%s](%s/%s)' % (file, figures, file) for file in written
             if file.endswith('.png')]
+  lines += ['', _END % name]
   return '\n'.join(lines) + '\n'
 
 

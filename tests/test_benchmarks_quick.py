@@ -26,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ('benchmarks.gamma_cost', ['gamma_cost.md', 'gamma_cost.png',
                                'gamma_cost_tfp.md', 'gamma_cost_tfp.png'], []),
     ('benchmarks.yu_funnel', ['funnel.md', 'funnel.png'], []),
+    ('benchmarks.monitor', ['monitor.md', 'monitor.png'], []),
     ('benchmarks.yu_tables', ['yu_tables.md', 'yu_tables.png'], []),
     ('benchmarks.yu_tables', ['yu_lr_sweep.md', 'yu_learning_rates.json'],
      ['--tune', 'corrected', '--metrics', 'RMSprop']),

@@ -12,7 +12,8 @@ PUBLIC = ['tfp_adaptive.mcmc', 'tfp_adaptive.keras',
           'tfp_adaptive.keras.optimizers', 'tfp_adaptive.keras.likelihoods',
           'tfp_adaptive.keras.priors', 'tfp_adaptive.keras.schedules',
           'tfp_adaptive.schedules', 'tfp_adaptive.minibatch',
-          'tfp_adaptive.diagnostics', 'tfp_adaptive.core']
+          'tfp_adaptive.diagnostics', 'tfp_adaptive.core',
+          'tfp_adaptive.inference_data', 'tfp_adaptive.plot']
 
 
 @pytest.mark.slow

@@ -12,14 +12,14 @@ from tfp_adaptive.inference_data import to_arviz
 from tfp_adaptive.minibatch import minibatch_log_prob
 
 __all__ = ['core', 'diagnostics', 'inference_data', 'keras', 'mcmc',
-           'minibatch', 'minibatch_log_prob', 'schedules', 'to_arviz']
+           'minibatch', 'minibatch_log_prob', 'plot', 'schedules', 'to_arviz']
 __version__ = '0.2.0'
 
 
 def __getattr__(name):
-  """Imports `tfp_adaptive.keras` on first use: kernel users do not load Keras."""
-  if name == 'keras':
-    module = importlib.import_module('tfp_adaptive.keras')
+  """Imports `tfp_adaptive.keras` and `.plot` on first use: kernel users do not load them."""
+  if name in ('keras', 'plot'):
+    module = importlib.import_module('tfp_adaptive.' + name)
     globals()[name] = module
     return module
   raise AttributeError('module %r has no attribute %r' % (__name__, name))

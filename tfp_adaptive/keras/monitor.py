@@ -44,7 +44,7 @@ __all__ = ['MonitorState', 'SamplerMonitor']
 class MonitorState(object):
   """In-graph sums: ``Σ_t (θ_t − c)·∇U_t`` per variable over an epoch, ``Σ_t θ_t`` over the run.
 
-  Plain `tf.Variable`s, outside the optimizer's own variables (so
+  Plain TensorFlow variables, outside the optimizer's own variables (so
   checkpoints and saved optimizers do not depend on the monitor).
   """
 
