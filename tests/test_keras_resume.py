@@ -25,7 +25,10 @@ from tfp_adaptive.keras import sample_files
 from tfp_adaptive.keras import sample_store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EPOCHS = 300
+
+
+KILLS = int(os.environ.get('TFPA_KILLS', '30'))
+EPOCHS = max(300, 10 * KILLS)  # Long enough to outlast the kills.
 
 
 def _run(directory, epochs=EPOCHS, sleep=0.):
@@ -77,7 +80,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
   reference = _finish(_run(str(tmp_path / 'uninterrupted')))
   d = str(tmp_path / 'killed')
   rng = random.Random(0)
-  kills = int(os.environ.get('TFPA_KILLS', '30'))
+  kills = KILLS
   done = None
   for i in range(kills):
     done = _kill_once(d, rng, at_new_sample=(i % 3 == 2))

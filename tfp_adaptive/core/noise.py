@@ -15,10 +15,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-try:  # Private, but the only way to ask whether we are being XLA-compiled.
-  from tensorflow.python.ops import control_flow_util  # pylint: disable=g-direct-tensorflow-import
-except ImportError:  # pragma: no cover
-  control_flow_util = None
+from tfp_adaptive import _compat
 
 __all__ = ['algorithm', 'erfinv_float32', 'normal', 'normal_signs', 'rademacher',
            'signs']
@@ -39,19 +36,12 @@ def algorithm():
 
   Under XLA on CPU, Threefry draws faster than Philox, and TF's default
   algorithm is much slower than both (`benchmarks/speed.py` measures the
-  draw). TF's non-XLA CPU kernels only
-  implement Philox, so eager and plain `tf.function` code uses Philox. A
-  seeded chain is therefore reproducible within one mode (compiled or not),
-  not across them — as with TF's own XLA and non-XLA kernels.
+  draw). TF's non-XLA CPU kernels only implement Philox, so eager and
+  plain `tf.function` code uses Philox. A seeded chain is therefore
+  reproducible within one mode (compiled or not), not across them, as with
+  TF's own XLA and non-XLA kernels.
   """
-  if control_flow_util is not None:
-    try:
-      if control_flow_util.GraphOrParentsInXlaContext(
-          tf.compat.v1.get_default_graph()):
-        return 'threefry'
-    except AttributeError:  # pragma: no cover
-      pass
-  return 'philox'
+  return 'threefry' if _compat.in_xla_context() else 'philox'
 
 
 def _horner(coefficients, x):

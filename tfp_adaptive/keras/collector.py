@@ -351,7 +351,7 @@ class SampleCollector(keras.callbacks.Callback):
         members=[self._entries[m.path]['file'] for m in
                  sorted(self.members, key=lambda m: m.step)],
         likelihood=self.likelihood.get_config(), weighting=self.weighting,
-        identity=_identity(self.model))
+        identity=sample_store.run_identity(self.model))
     self._store.commit(manifest)
 
   def save_checkpoint(self):
@@ -424,10 +424,11 @@ class SampleCollector(keras.callbacks.Callback):
     opt = model.optimizer
     if not opt.built:
       opt.build(model.trainable_variables)
-    _check_identity(manifest['identity'], _identity(model), store.directory)
+    sample_store.check_identity(manifest['identity'],
+                                sample_store.run_identity(model),
+                                store.directory)
     arrays, meta = sample_files.read_arrays(
         store.verify(manifest['checkpoint']))
-    k = meta['num_model']
     variables = model.variables + opt.variables
     if len(arrays) != len(variables):
       raise sample_files.SampleFileError(
@@ -441,7 +442,6 @@ class SampleCollector(keras.callbacks.Callback):
             % (manifest['checkpoint']['file'], v.path, tuple(v.shape),
                a.shape))
       v.assign(a)
-    del k
     entries = {e['file']: e for e in manifest['samples']}
     self.members = []
     self._entries = {}
@@ -468,40 +468,6 @@ class SampleCollector(keras.callbacks.Callback):
         model, *self._likelihood_args)
     self._commit()  # Drops the samples taken after the checkpoint.
     return self._epoch
-
-
-def _identity(model):
-  """What a resumed run must share with the run it continues."""
-  opt = model.optimizer
-  config = dict(opt.get_config())
-  config.pop('name', None)
-  return {'architecture': [[list(v.shape), v.dtype] for v in model.weights],
-          'optimizer': json.loads(json.dumps(
-              {type(opt).__name__: config}, default=str))}
-
-
-def _check_identity(saved, now, directory):
-  if saved['architecture'] != now['architecture']:
-    a, b = saved['architecture'], now['architecture']
-    if len(a) != len(b):
-      why = 'it has %d variables, this model %d' % (len(a), len(b))
-    else:
-      i = next(i for i in range(len(a)) if a[i] != b[i])
-      why = 'variable %d is %s there and %s here' % (i, a[i], b[i])
-    raise ValueError('Sample directory %s holds a run of another model: %s. '
-                     'Resume with the same architecture, or use another '
-                     'directory.' % (directory, why))
-  if saved['optimizer'] != now['optimizer']:
-    (name_a, a), = saved['optimizer'].items()
-    (name_b, b), = now['optimizer'].items()
-    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-    raise ValueError(
-        'Sample directory %s holds a run of %s; this optimizer is %s and '
-        'differs in %s (%s). Resume with the same optimizer settings, or '
-        'use another directory.' % (
-            directory, name_a, name_b, ', '.join(keys) or 'its class',
-            '; '.join('%s: %r there, %r here' % (k, a.get(k), b.get(k))
-                      for k in keys[:3])))
 
 
 def _nonfinite_count(optimizer):

@@ -146,7 +146,7 @@ class SamplerMonitor(keras.callbacks.Callback):
     if opt.monitor_state is None:
       if not opt.built:
         opt.build(self.model.trainable_variables)
-      self._variables = list(opt._trainable_variables)  # pylint: disable=protected-access
+      self._variables = list(opt._trainable_variables)  # pylint: disable=protected-access  # The optimizer's order.
       opt.monitor_state = MonitorState(self._variables)
       self.model.make_train_function(force=True)
     self._state = opt.monitor_state

@@ -33,8 +33,8 @@ import filelock
 
 from tfp_adaptive.keras import sample_files
 
-__all__ = ['MANIFEST', 'SampleStore', 'checkpoint_name', 'entry_for',
-           'is_deletable', 'sample_name']
+__all__ = ['MANIFEST', 'SampleStore', 'check_identity', 'checkpoint_name',
+           'entry_for', 'is_deletable', 'run_identity', 'sample_name']
 
 MANIFEST = 'manifest.json'
 FORMAT = 'tfp_adaptive.samples/1'
@@ -196,6 +196,41 @@ class SampleStore(object):
           'Sample file %s does not match its SHA-256 in the manifest '
           '(altered).' % path)
     return path
+
+
+def run_identity(model):
+  """What a resumed run must share with the run it continues."""
+  opt = model.optimizer
+  config = dict(opt.get_config())
+  config.pop('name', None)
+  return {'architecture': [[list(v.shape), v.dtype] for v in model.weights],
+          'optimizer': json.loads(json.dumps(
+              {type(opt).__name__: config}, default=str))}
+
+
+def check_identity(saved, now, directory):
+  """Raises `ValueError` naming how a resumed run differs from the stored one."""
+  if saved['architecture'] != now['architecture']:
+    a, b = saved['architecture'], now['architecture']
+    if len(a) != len(b):
+      why = 'it has %d variables, this model %d' % (len(a), len(b))
+    else:
+      i = next(i for i in range(len(a)) if a[i] != b[i])
+      why = 'variable %d is %s there and %s here' % (i, a[i], b[i])
+    raise ValueError('Sample directory %s holds a run of another model: %s. '
+                     'Resume with the same architecture, or use another '
+                     'directory.' % (directory, why))
+  if saved['optimizer'] != now['optimizer']:
+    (name_a, a), = saved['optimizer'].items()
+    (name_b, b), = now['optimizer'].items()
+    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    raise ValueError(
+        'Sample directory %s holds a run of %s; this optimizer is %s and '
+        'differs in %s (%s). Resume with the same optimizer settings, or '
+        'use another directory.' % (
+            directory, name_a, name_b, ', '.join(keys) or 'its class',
+            '; '.join('%s: %r there, %r here' % (k, a.get(k), b.get(k))
+                      for k in keys[:3])))
 
 
 def is_deletable(name):

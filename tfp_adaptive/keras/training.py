@@ -15,6 +15,7 @@ import types
 import tensorflow as tf
 import keras
 
+from tfp_adaptive import _compat
 from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.keras import optimizer_base
 
@@ -110,7 +111,7 @@ def _gamma_train_step(self, data):
   loss, grads, gamma, pstate = _gradients_gamma_and_state(
       optimizer, loss_fn, variables, gamma_loss_fn)
   batch = tf.shape(tf.nest.flatten(x)[0])[0]
-  self._loss_tracker.update_state(loss, sample_weight=batch)
+  _compat.update_loss_tracker(self, loss, batch)
   grads = [g / replicas for g in grads]
   optimizer.apply(grads, variables, gamma=gamma, metric_state=pstate)
   return self.compute_metrics(x, y, captured['y_pred'],
