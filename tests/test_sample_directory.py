@@ -215,3 +215,15 @@ def test_chains_side_by_side(tmp_path):
   assert idata.log_likelihood['y'].shape == (2, 4, 30)
   rhat = az.rhat(idata.log_likelihood)['y'].values  # Do the chains agree?
   assert rhat.shape == (30,) and np.all(np.isfinite(rhat))
+
+
+def test_a_second_fit_with_the_same_collector_continues(tmp_path):
+  d = str(tmp_path)
+  model = _model()
+  collector = tfa.keras.SampleCollector(thinning=2, directory=d)
+  x, y = _data()
+  model.fit(x, y, batch_size=10, epochs=1, verbose=0, callbacks=[collector])
+  model.fit(x, y, batch_size=10, epochs=1, verbose=0, callbacks=[collector])
+  assert [m.step for m in collector.members] == list(range(2, 13, 2))
+  ens = tfa.keras.BayesianEnsemble.load(d)
+  assert [m.step for m in ens.members] == list(range(2, 13, 2))

@@ -98,6 +98,7 @@ class SampleCollector(keras.callbacks.Callback):
     self._store = None if directory is None else sample_store.SampleStore(
         self.directory)
     self._restored = False
+    self._opened = False
     self._manifest = {}
     self._entries = {}   # Manifest entry per member path.
     self._pinned = {}    # Entries of the members at the last checkpoint.
@@ -310,11 +311,12 @@ class SampleCollector(keras.callbacks.Callback):
     store = self._store
     store.acquire()
     try:
-      if not self._restored:
+      if not (self._restored or self._opened):
         self._check_unused(store)
     except ValueError:
       store.release()
       raise
+    self._opened = True  # A second `fit` with this collector continues.
     config = keras.saving.serialize_keras_object(self.model)
     sample_files.atomic_write(store.path('model.json'),
                               lambda f: json.dump(config, f), binary=False)

@@ -133,8 +133,11 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     self._step_inputs = (None, None)
 
   # -- what subclasses provide --------------------------------------------
+  spec = None      # A `tfp_adaptive.core.specs.SamplerSpec`.
+  _fixed = {}      # Builder arguments fixed by the adapter (e.g. TFP's V_0).
+
   def _make_algorithm(self):
-    raise NotImplementedError
+    return self.spec.algorithm(self._hyperparameters, **self._fixed)
 
   # -- public -------------------------------------------------------------
   @property

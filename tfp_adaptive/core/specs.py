@@ -1,0 +1,166 @@
+"""Each sampler declared once: its hyperparameters (name, default, meaning) and its builder.
+
+The TFP kernels (`tfp_adaptive.mcmc`) and the Keras optimizers
+(`tfp_adaptive.keras.optimizers`) are generated from these declarations:
+their signatures, defaults and argument documentation come from here, and
+their constructors hand the values to `SamplerSpec.build`, the function of
+`tfp_adaptive.core.algorithms` that validates them (naming the argument)
+and returns the `Algorithm`.
+"""
+
+import collections
+import inspect
+
+from tfp_adaptive.core import algorithms
+
+__all__ = ['ADAM_SGLD', 'Hyperparameter', 'MONGE', 'PSGLD', 'SGLD', 'SHAMPOO',
+           'SPECS', 'SamplerSpec', 'WENZEL', 'signature']
+
+Hyperparameter = collections.namedtuple('Hyperparameter',
+                                        ['name', 'default', 'doc'])
+
+
+class SamplerSpec(collections.namedtuple('SamplerSpec', [
+    'kernel_name', 'optimizer_name', 'summary', 'hyperparameters', 'build',
+    'supports_gamma'])):  # pylint: disable=missing-class-docstring
+  """A sampler: its class names, summary, hyperparameters and builder.
+
+  Fields:
+
+  - ``kernel_name``, ``optimizer_name``: the generated classes' names.
+  - ``summary``: what the sampler is (the first lines of both docstrings).
+  - ``hyperparameters``: tuple of `Hyperparameter`, in signature order.
+  - ``build``: ``build(**hyperparameters, **fixed) -> Algorithm``.
+  - ``supports_gamma``: whether ``gamma=`` is offered.
+  """
+  __slots__ = ()
+
+  @property
+  def names(self):
+    return [h.name for h in self.hyperparameters]
+
+  def algorithm(self, values, **fixed):
+    """The `Algorithm` for hyperparameter `values` (a dict by name)."""
+    return self.build(**{h.name: values[h.name] for h in
+                         self.hyperparameters}, **fixed)
+
+  def args_doc(self, indent='    '):
+    """The ``Args:`` lines of the hyperparameters, for generated docstrings."""
+    lines = []
+    for h in self.hyperparameters:
+      lines.append('%s%s: %s Default %r.' % (indent, h.name, h.doc, h.default))
+    return '\n'.join(lines)
+
+
+def signature(leading, spec, trailing, var_keyword=False):
+  """`inspect.Signature`: `leading` names, the spec's hyperparameters, `trailing` (name, default) pairs.
+
+  With `var_keyword`, a final ``**kwargs``.
+  """
+  kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+  params = [inspect.Parameter('self', kind)]
+  params += [inspect.Parameter(n, kind, default=d) if d is not REQUIRED
+             else inspect.Parameter(n, kind) for n, d in leading]
+  params += [inspect.Parameter(h.name, kind, default=h.default)
+             for h in spec.hyperparameters]
+  params += [inspect.Parameter(n, kind, default=d) for n, d in trailing]
+  if var_keyword:
+    params.append(inspect.Parameter('kwargs', inspect.Parameter.VAR_KEYWORD))
+  return inspect.Signature(params)
+
+
+REQUIRED = object()  # A leading argument without a default.
+
+_DECAY_RMS = ('α in [0, 1): the decay of the moving average ``V`` of squared '
+              'gradients.')
+
+SGLD = SamplerSpec(
+    'SGLD', 'SGLD',
+    'Stochastic gradient Langevin dynamics (Welling & Teh 2011), ``M = I``: '
+    '``θ\' = θ + (h/2) ∇û + sqrt(h τ) ξ``.',
+    (), algorithms.sgld, False)
+
+PSGLD = SamplerSpec(
+    'PSGLD', 'PSGLD',
+    'Preconditioned SGLD (Li et al. 2016) with the corrected Γ of Rensmeyer & '
+    'Niggemann (2025, Algorithm 1). ``V ← α V + (1 − α) g²`` and '
+    '``M = diag(1/sqrt(diagonal_bias + V))`` (TFP\'s form), or Li et al.\'s '
+    '``diag(1/(diagonal_bias + sqrt(V)))`` with ``bias_outside_sqrt=True``. '
+    '``gamma=\'original\'`` is the Γ TFP\'s pSGLD optimizer intends.',
+    (Hyperparameter('preconditioner_decay_rate', 0.95, _DECAY_RMS),
+     Hyperparameter('diagonal_bias', 1e-8,
+                    '>= 0; bounds the metric, ``M <= diagonal_bias^{-1/2}``. '
+                    'TFP\'s 1e-8 leaves it practically unbounded where '
+                    'gradients vanish, and a corrected chain can run away '
+                    'along flat directions of a network: use e.g. 1e-3 '
+                    'there.'),
+     Hyperparameter('bias_outside_sqrt', False,
+                    'Python bool, Li et al.\'s form of ``M``.')),
+    algorithms.psgld, True)
+
+WENZEL = SamplerSpec(
+    'WenzelSGLD', 'WenzelSGLD',
+    'Layer-wise preconditioned SGLD (Wenzel et al. 2020): one scale per '
+    'state part (variable), ``σ_l = sqrt(ε + mean(V_l))`` normalised by the '
+    'smallest.',
+    (Hyperparameter('preconditioner_decay_rate', 0.95, _DECAY_RMS),
+     Hyperparameter('update_interval', 100,
+                    'int >= 1, steps between refreshes of the scales '
+                    '(Wenzel et al. refresh once per epoch).'),
+     Hyperparameter('diagonal_bias', 1e-8,
+                    'ε >= 0 in ``σ_l = sqrt(ε + mean(V_l))``.')),
+    algorithms.wenzel, True)
+
+MONGE = SamplerSpec(
+    'MongeSGRLD', 'MongeSGRLD',
+    'SGRLD in the Monge metric (Yu et al. 2023, Sec. 3.1), O(D) per step: '
+    '``ℓ ← λ ℓ + (1 − λ) g``, ``M = I − α² ℓℓᵀ/(1 + α²‖ℓ‖²)``.',
+    (Hyperparameter('alpha2', 1., 'α² >= 0 (0 is SGLD).'),
+     Hyperparameter('preconditioner_decay_rate', 0.9,
+                    'λ in [0, 1), the decay of the gradient\'s moving '
+                    'average ``ℓ``.'),
+     Hyperparameter('fallback_threshold', 1000.,
+                    '> 0; a chain whose preconditioned gradient is longer '
+                    'uses ``M = I`` for that step (Yu et al. App. A.4).')),
+    algorithms.monge, True)
+
+SHAMPOO = SamplerSpec(
+    'ShampooSGRLD', 'ShampooSGRLD',
+    'SGRLD in the Shampoo metric (Yu et al. 2023, Sec. 3.2): per tensor, one '
+    'Kronecker factor per mode, ``M = ⊗_i (H_i + εI)^{-1/(2d)}``, roots by '
+    'a float64 eigendecomposition. ``gamma=\'corrected\'`` matches its '
+    'predicted density on small targets but can diverge on networks: Γ '
+    'differentiates the inverse roots, which blow up along nearly singular '
+    'factor directions.',
+    (Hyperparameter('preconditioner_decay_rate', 0.9995,
+                    'λ in [0, 1) of the Kronecker factors.'),
+     Hyperparameter('epsilon', 1e-6,
+                    'persistent ridge ε > 0 added at every root '
+                    'computation.'),
+     Hyperparameter('update_interval', 1,
+                    'int >= 1, steps between eigendecompositions.'),
+     Hyperparameter('max_dim', 1024,
+                    'modes larger than this get a diagonal factor.'),
+     Hyperparameter('block_size', None,
+                    '`None` or an int >= 2: axes longer than this are split '
+                    'into equal blocks (of their largest divisor <= '
+                    '`block_size`), each with its own factors (Yu et al. '
+                    'Sec. 3.2, Anil et al. 2021).')),
+    algorithms.shampoo, True)
+
+ADAM_SGLD = SamplerSpec(
+    'AdamSGLD', 'AdamSGLD',
+    'Adam-SGLD (Kim, Song & Liang 2022): drift ``∇û + a M m`` with the '
+    'momentum ``m`` and RMSprop\'s ``M``, noise not preconditioned. Not '
+    'Riemannian and without a Γ fix: its 1-D stationary density is '
+    'Rensmeyer & Niggemann\'s eq. (35), not the target.',
+    (Hyperparameter('preconditioner_decay_rate', 0.9, _DECAY_RMS),
+     Hyperparameter('momentum_decay_rate', 0.5,
+                    'β in [0, 1) of the momentum ``m``.'),
+     Hyperparameter('drift_scale', 1., 'Kim et al.\'s ``a`` >= 0.'),
+     Hyperparameter('diagonal_bias', 0.1, 'λ >= 0 of RMSprop\'s ``M``.'),
+     Hyperparameter('bias_outside_sqrt', True,
+                    'Python bool; Adam\'s form ``1/(λ + sqrt(V))``.')),
+    algorithms.adam_sgld, False)
+
+SPECS = (SGLD, PSGLD, WENZEL, MONGE, SHAMPOO, ADAM_SGLD)
