@@ -70,10 +70,10 @@ def test_readme_kernel_quick_start_prints_the_right_answer(capsys):
   """The README's kernel snippet, run as printed: corrected pSGLD's sample
   standard deviation of N(0, 1) is within 0.04 of 1 (its Monte Carlo error
   over 1000 chains of 2000 draws is below 0.01; the O(h) bias at h = 0.01
-  about 0.01). Without Γ it is 1.19, so a snippet that drifted from the
-  right answer fails here."""
+  about 0.01). Without Γ the spread is far larger, so a snippet that
+  drifted from the right answer fails here."""
   namespace = {}
-  exec(compile(_readme_block('## Quick start: kernels'), 'README.md', 'exec'),  # pylint: disable=exec-used
+  exec(compile(_readme_block('## Quick start: a kernel in a TFP chain'), 'README.md', 'exec'),  # pylint: disable=exec-used
        namespace)
   import numpy as np  # pylint: disable=g-import-not-at-top
   std = float(np.std(namespace['samples']))
@@ -85,14 +85,13 @@ def test_readme_keras_quick_start_runs_on_digits(monkeypatch):
   """The README's Keras snippet, run as printed on the example's digits split
   (its ``x, y, x_test, y_test``) after ``keras.utils.set_random_seed(0)``:
   the corrected-pSGLD ensemble reaches accuracy > 0.9 and log-likelihood
-  > -0.5 (two unseeded runs: 0.98 and -0.14). With TFP's
-  ``diagonal_bias=1e-8`` in the snippet the chain runs away and this fails
-  (seed 0: log-likelihood -5.9; unseeded runs -0.09 to -9.8)."""
+  > -0.5. With TFP's ``diagonal_bias=1e-8`` in the snippet the chain can
+  run away, and this fails."""
   import keras  # pylint: disable=g-import-not-at-top
   monkeypatch.syspath_prepend(ROOT)
   from examples import keras_digits  # pylint: disable=g-import-not-at-top
   x, y, x_test, y_test = keras_digits.load('digits')
-  code = _readme_block('## Quick start: Keras').replace(
+  code = _readme_block('## Quick start: a Bayesian neural network').replace(
       'model.fit(x, y, epochs=60,', 'model.fit(x, y, epochs=60, verbose=0,')
   namespace = dict(x=x, y=y, x_test=x_test, y_test=y_test)
   keras.utils.set_random_seed(0)  # Also seeds the optimizer's default seed.
