@@ -47,8 +47,11 @@ def test_chains_to_arviz_rhat_and_means():
       trace_fn=lambda _, r: r)
   idata = tfa.to_arviz(samples, trace)
   assert idata.posterior['x'].shape == (4, 4000, 2)
-  assert set(idata.sample_stats.data_vars) >= {'lp', 'num_nonfinite',
-                                               'num_unmoved'}
+  stats = idata.sample_stats
+  assert set(stats.data_vars) >= {'lp', 'num_nonfinite', 'num_unmoved',
+                                  'step_size', 'gamma_norm'}
+  np.testing.assert_allclose(stats['step_size'].values, 0.05)
+  assert np.all(stats['gamma_norm'].values > 0)
   summary = az.summary(idata, var_names=['x'])
   assert np.all(summary['r_hat'] < 1.05), summary
   mcse = summary['mcse_mean'].to_numpy()

@@ -14,8 +14,7 @@ __all__ = ['import_arviz', 'to_arviz']
 
 # Kernel-results fields that become sample statistics, with ArviZ's names
 # where ArviZ has one.
-_STATS = {'target_log_prob': 'lp', 'num_nonfinite': 'num_nonfinite',
-          'num_unmoved': 'num_unmoved'}
+_STATS = {'target_log_prob': 'lp', 'step_size': 'step_size'}
 
 
 def import_arviz():
@@ -40,9 +39,10 @@ def to_arviz(samples, trace=None, chain_axis=1, names=None, **kwargs):
       `AdaptiveSGMCMCKernelResults` returned by a ``trace_fn``), or a
       structure of them; leaves shaped ``[draws, chains, ...]`` (or
       ``[draws, ...]`` without chains) become ``sample_stats``. The kernel
-      results' ``target_log_prob`` is named ``lp``, as ArviZ expects;
-      fields that are not per-chain statistics (the metric state) are left
-      out.
+      results' ``target_log_prob`` is named ``lp``, as ArviZ expects, and
+      ``step_size``, ``gamma_norm``, ``num_nonfinite``, ``num_unmoved``
+      keep their names; fields that are not per-chain statistics (the
+      metric state) are left out.
     chain_axis: ``1`` (TFP's layout, ``[draws, chains, ...]``), ``0``
       (``[chains, draws, ...]``) or `None` (one chain, ``[draws, ...]``).
     names: names of a list of parts (default ``x0, x1, ...``); ignored for

@@ -18,7 +18,8 @@ NONFINITE_POLICIES = ('reject', 'reject_at_proposal', 'raise', 'ignore')
 class AdaptiveSGMCMCKernelResults(
     collections.namedtuple('AdaptiveSGMCMCKernelResults', [
         'target_log_prob', 'preconditioner_state', 'momentum', 'step',
-        'num_nonfinite', 'num_unmoved', 'last_good_state', 'seed'])):
+        'num_nonfinite', 'num_unmoved', 'last_good_state', 'step_size',
+        'gamma_norm', 'seed'])):
   """State of a sampler between steps (nothing mutable lives on the kernel).
 
   Fields:
@@ -35,6 +36,10 @@ class AdaptiveSGMCMCKernelResults(
     chain has not moved for many steps.
   - ``last_good_state``: list of parts, per chain the last state from which
     a finite step was taken; a rejected chain returns there.
+  - ``step_size``: the step size ``h`` of the last step, per chain.
+  - ``gamma_norm``: per chain, the Euclidean norm of the last step's
+    ``c·Γ`` (0 when ``gamma='none'``); a Γ that dominates the drift is the
+    sign of a metric close to singular.
   - ``seed``: the stateless seed the last step used.
   """
   __slots__ = ()
@@ -42,6 +47,15 @@ class AdaptiveSGMCMCKernelResults(
 
 def _as_list(state):
   return list(state) if isinstance(state, (list, tuple)) else [state]
+
+
+def _norm(vectors, like, batch_ndims):
+  """Per-chain Euclidean norm of a list of parts (zeros for `None`)."""
+  if vectors is None:
+    return tf.zeros(tf.shape(like), like.dtype)
+  squares = [tf.cast(tensors.part_event_dot(v, v, batch_ndims), like.dtype)
+             for v in vectors]
+  return tf.sqrt(tf.add_n(squares))
 
 
 def _like(parts, state):
@@ -164,6 +178,8 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           num_nonfinite=tf.zeros(tf.shape(lp), tf.int32),
           num_unmoved=tf.zeros(tf.shape(lp), tf.int32),
           last_good_state=parts,
+          step_size=tf.zeros(tf.shape(lp), lp.dtype),
+          gamma_norm=tf.zeros(tf.shape(lp), lp.dtype),
           seed=tfp.random.sanitize_seed(0))
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
@@ -203,7 +219,9 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           step=prev.step + 1,
           num_nonfinite=prev.num_nonfinite + bad,
           num_unmoved=(prev.num_unmoved + 1) * bad,
-          last_good_state=good, seed=seed)
+          last_good_state=good,
+          step_size=tf.fill(tf.shape(lp), tf.cast(h, lp.dtype)),
+          gamma_norm=_norm(gamma, lp, batch_ndims), seed=seed)
       return _like(new_parts, current_state), results
 
   def _handle_nonfinite(self, ok, metric_ok, parts, new_parts, prev, pstate,
