@@ -2,8 +2,8 @@
 
 The kill harness runs `tests.keras_resume_run` in a subprocess and kills it
 with SIGKILL at random moments (every third kill the instant a new sample
-file appears, i.e. between the file and its manifest, or during eviction),
-then resumes. After each kill the committed manifest and every file it
+or checkpoint file appears, i.e. between the file and its manifest, or
+during eviction), then resumes. After each kill the committed manifest and every file it
 lists must verify. The interrupted run must end with exactly the members,
 and bitwise the same member weights and final weights, as an uninterrupted
 run (CPU, same seeds, ``shuffle=False``). `TFPA_KILLS` sets the number of
@@ -58,14 +58,20 @@ def _samples(directory):
   return sorted(n for n in os.listdir(directory) if n.startswith('sample_'))
 
 
-def _kill_once(directory, rng, at_new_sample):
+def _data_files(directory):
+  """Sample and checkpoint files: one of them appears at least every epoch."""
+  return {n for n in os.listdir(directory)
+          if n.startswith(('sample_', 'checkpoint_'))}
+
+
+def _kill_once(directory, rng, at_new_file):
   child = _run(directory, sleep=0.01)
   assert child.stdout.readline().strip() == 'ready', child.communicate()
-  if at_new_sample:
-    before = set(_samples(directory))
-    deadline = time.time() + 60
-    while set(_samples(directory)) <= before and child.poll() is None:
-      assert time.time() < deadline
+  if at_new_file:
+    before = _data_files(directory)
+    deadline = time.time() + 120
+    while _data_files(directory) <= before and child.poll() is None:
+      assert time.time() < deadline, 'no new file for 120 s'
   else:
     time.sleep(rng.uniform(0., 0.4))
   if child.poll() is not None:  # It finished first.
@@ -83,7 +89,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
   kills = KILLS
   done = None
   for i in range(kills):
-    done = _kill_once(d, rng, at_new_sample=(i % 3 == 2))
+    done = _kill_once(d, rng, at_new_file=(i % 3 == 2))
     _committed(d)  # Every restore point is whole.
     if done:
       break
