@@ -95,6 +95,11 @@ COLLECTOR = [(tfa.keras.SampleCollector, {}, name, bad) for name, bad in [
     ('stuck_steps', COUNT), ('seed', SEED)]]
 COLLECTOR_NEEDS_LIKELIHOOD = {'from_logits', 'noise_variance'}
 
+MONITOR = [(tfa.keras.SamplerMonitor, {}, name, bad) for name, bad in [
+    ('burnin_epochs', ['2', 1.5, True, -1]), ('window', COUNT + [1]),
+    ('tolerance', NUMBER + [-0.1]), ('max_lag', POSITIVE),
+    ('min_steps', COUNT), ('validation_data', [1, (1, 2, 3)])]]
+
 OTHERS = [
     (tfa.schedules.PolynomialDecay, dict(scale=0.1), 'scale', POSITIVE),
     (tfa.schedules.PolynomialDecay, dict(scale=0.1), 'power', NUMBER + [2.]),
@@ -128,7 +133,7 @@ DRIVERS = [
                       ('num_groups', COUNT + [3]),
                       ('edges', [[0.], [1., 0.], np.zeros([2, 2])])]]
 
-ROWS = KERNELS + OPTIMIZERS + COLLECTOR + OTHERS + DRIVERS
+ROWS = KERNELS + OPTIMIZERS + COLLECTOR + MONITOR + OTHERS + DRIVERS
 CASES = [(fn, base, name, value) for fn, base, name, bad in ROWS
          for value in bad]
 

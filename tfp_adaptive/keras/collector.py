@@ -13,7 +13,6 @@ import os
 import warnings
 
 import numpy as np
-import tensorflow as tf
 import keras
 
 from tfp_adaptive import validation
@@ -109,13 +108,7 @@ class SampleCollector(keras.callbacks.Callback):
         'weighting', weighting, ensemble_lib.WEIGHTINGS)
     self.nonfinite = validation.check_choice('nonfinite', nonfinite,
                                              NONFINITE_POLICIES)
-    if validation_data is not None and not (
-        isinstance(validation_data, tf.data.Dataset) or
-        (isinstance(validation_data, (tuple, list)) and
-         len(validation_data) == 2)):
-      raise TypeError('`validation_data` must be (x, y) or a tf.data.Dataset '
-                      'of (x, y). Received: %r' % (type(validation_data),))
-    self.validation_data = validation_data
+    self.validation_data = ensemble_lib.check_validation_data(validation_data)
     self.stuck_steps = validation.check_int('stuck_steps', stuck_steps, low=1)
     self.members = []
     self.num_skipped = 0
@@ -162,12 +155,7 @@ class SampleCollector(keras.callbacks.Callback):
         training.enable_gamma(model)
         model.make_train_function(force=True)
     if self.validation_data is not None and self._val is None:
-      x, y = self.validation_data if not isinstance(
-          self.validation_data, tf.data.Dataset) else (self.validation_data,
-                                                       None)
-      self._val = ensemble_lib.as_arrays(x, y)
-      if self._val[1] is None:
-        raise ValueError('`validation_data` must yield targets (x, y).')
+      self._val = ensemble_lib.validation_arrays(self.validation_data)
     if self._optimizer_nonfinite is None:
       self._optimizer_nonfinite = _nonfinite_count(opt)
     if self._store is not None:

@@ -370,6 +370,25 @@ def assign_weights(model, values):
     v.assign(a)
 
 
+def check_validation_data(data):
+  """Raises `TypeError` unless `data` is `None`, ``(x, y)`` or a `tf.data.Dataset`."""
+  if data is not None and not (
+      isinstance(data, tf.data.Dataset) or
+      (isinstance(data, (tuple, list)) and len(data) == 2)):
+    raise TypeError('`validation_data` must be (x, y) or a tf.data.Dataset '
+                    'of (x, y). Received: %r' % (type(data),))
+  return data
+
+
+def validation_arrays(data):
+  """``(x, y)`` arrays of validation data checked by `check_validation_data`."""
+  x, y = (data, None) if isinstance(data, tf.data.Dataset) else data
+  x, y = as_arrays(x, y)
+  if y is None:
+    raise ValueError('`validation_data` must yield targets (x, y).')
+  return x, y
+
+
 def as_arrays(x, y=None):
   """``(x, y)`` as NumPy structures; a `tf.data.Dataset` is read once, in order."""
   if not isinstance(x, tf.data.Dataset):

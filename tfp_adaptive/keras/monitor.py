@@ -107,8 +107,9 @@ class SamplerMonitor(keras.callbacks.Callback):
       (diagonal metrics only), default 0.25.
     min_steps: optimizer steps after burn-in before the temperature is
       checked.
-    validation_data: optional ``(x, y)``; the model at each epoch end joins
-      a running ensemble scored as ``val_monitor_log_likelihood``.
+    validation_data: optional ``(x, y)`` or a `tf.data.Dataset` of pairs;
+      the model at each epoch end joins a running ensemble scored as
+      ``val_monitor_log_likelihood``.
 
   Logged (progress bar and history): ``temperature`` and
   ``temperature/<layer>``, ``num_nonfinite``, and for diagonal metrics
@@ -129,7 +130,8 @@ class SamplerMonitor(keras.callbacks.Callback):
     self.max_lag = validation.check_number('max_lag', max_lag, low=0.,
                                            low_open=True)
     self.min_steps = validation.check_int('min_steps', min_steps, low=1)
-    self.validation_data = validation_data
+    self.validation_data = ensemble_lib.check_validation_data(validation_data)
+    self._val = None
     self.temperatures = collections.defaultdict(list)
     self._warned = set()
     self._state = None
@@ -156,9 +158,7 @@ class SamplerMonitor(keras.callbacks.Callback):
       self._layers.setdefault(parts[-2] if len(parts) > 1 else parts[0],
                               []).append(k)
     if self.validation_data is not None and self._running is None:
-      self._val = ensemble_lib.as_arrays(*self.validation_data) if not isinstance(
-          self.validation_data, tf.data.Dataset) else ensemble_lib.as_arrays(
-              self.validation_data)
+      self._val = ensemble_lib.validation_arrays(self.validation_data)
       self._likelihood = ensemble_lib.resolve_likelihood(self.model, None,
                                                          None, None)
 
