@@ -66,8 +66,7 @@ class Likelihood(object):
       labels = self.labels(y, probs.shape[-1])
       return np.log(np.maximum(probs[np.arange(len(probs)), labels], 1e-300))
     y = self.targets(y, output)
-    var = self.variance(int(np.prod(output.shape[1:])) if output.ndim > 1
-                        else 1)
+    var = self.output_variance(output)
     sq = ((y - output) ** 2).reshape(len(output), -1)
     return -0.5 * np.sum(np.log(2 * np.pi * var) + sq / var, -1)
 
@@ -77,9 +76,8 @@ class Likelihood(object):
       probs = self.probabilities(output)
       u = rng.random((len(probs), 1))
       return np.minimum((np.cumsum(probs, -1) < u).sum(-1), probs.shape[-1] - 1)
-    var = self.variance(int(np.prod(output.shape[1:])) if output.ndim > 1
-                        else 1)
-    return output + np.sqrt(var) * rng.standard_normal(output.shape)
+    return output + np.sqrt(self.output_variance(output)) * rng.standard_normal(
+        output.shape)
 
   def get_config(self):
     return {'name': self.name}
@@ -103,7 +101,7 @@ class Categorical(Likelihood):
   name = 'categorical'
 
   def __init__(self, from_logits=False):
-    self.from_logits = _check_bool('from_logits', from_logits)
+    self.from_logits = validation.check_bool('from_logits', from_logits)
 
   def member_output(self, raw):
     raw = np.asarray(raw, np.float64)
@@ -141,7 +139,7 @@ class Bernoulli(Likelihood):
   name = 'bernoulli'
 
   def __init__(self, from_logits=False):
-    self.from_logits = _check_bool('from_logits', from_logits)
+    self.from_logits = validation.check_bool('from_logits', from_logits)
 
   def member_output(self, raw):
     raw = np.asarray(raw, np.float64)
@@ -196,6 +194,11 @@ class Gaussian(Likelihood):
       return self.noise_variance
     return num_outputs / 2.
 
+  def output_variance(self, output):
+    """``σ²`` for a model output array ``[n, ...]`` (its ``K`` = outputs per example)."""
+    return self.variance(int(np.prod(output.shape[1:])) if output.ndim > 1
+                         else 1)
+
   def member_output(self, raw):
     return np.asarray(raw, np.float64)
 
@@ -248,7 +251,7 @@ def from_loss(loss, from_logits=None, noise_variance=None):
       to pass ``likelihood=`` explicitly.
   """
   if from_logits is not None:
-    _check_bool('from_logits', from_logits)
+    validation.check_bool('from_logits', from_logits)
   name, logits, smoothing = _describe(loss)
   kind = _NAMES.get(name)
   if kind is None or smoothing:
@@ -283,13 +286,6 @@ def _describe(loss):
 def _snake(name):
   out = ''.join('_' + c.lower() if c.isupper() else c for c in name)
   return out.lstrip('_')
-
-
-def _check_bool(name, value):
-  if not isinstance(value, (bool, np.bool_)):
-    raise TypeError('`%s` must be a Python bool. Received: %s=%r'
-                    % (name, name, value))
-  return bool(value)
 
 
 def _check_probabilities(p, what, rows_sum_to_one):

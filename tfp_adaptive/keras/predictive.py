@@ -71,7 +71,7 @@ class Predictive(object):
     if self.likelihood.is_classification:
       return mean
     var = np.maximum(self._second / self.total_weight - mean ** 2, 0.)
-    return mean, var + self.likelihood.variance(_num_outputs(mean))
+    return mean, var + self.likelihood.output_variance(mean)
 
   def log_likelihood_points(self):
     """``log p̄(y_i | x_i)`` per point (needs `y`)."""
@@ -130,6 +130,3 @@ def classification_metrics(probs, labels, num_bins=15):
 def _acc(total, value):
   return value if total is None else total + value
 
-
-def _num_outputs(out):
-  return int(np.prod(out.shape[1:])) if out.ndim > 1 else 1
