@@ -97,7 +97,7 @@ COLLECTOR_NEEDS_LIKELIHOOD = {'from_logits', 'noise_variance'}
 
 MONITOR = [(tfa.keras.SamplerMonitor, {}, name, bad) for name, bad in [
     ('burnin_epochs', ['2', 1.5, True, -1]), ('window', COUNT + [1]),
-    ('tolerance', NUMBER + [-0.1]), ('max_lag', POSITIVE),
+    ('tolerance', NUMBER + [-0.1]),
     ('min_steps', COUNT), ('validation_data', [1, (1, 2, 3)])]]
 
 OTHERS = [

@@ -10,6 +10,8 @@ the state with `Algorithm.update`, the Euler–Maruyama step:
 (Adam-SGLD replaces ``M ∇û`` by Kim et al.'s drift and uses ``ξ`` unscaled.)
 """
 
+import collections
+
 import tensorflow as tf
 
 from tfp_adaptive import validation
@@ -17,9 +19,24 @@ from tfp_adaptive.core import diffusion
 from tfp_adaptive.core import noise as noise_lib
 from tfp_adaptive.core import preconditioners
 from tfp_adaptive.core import shampoo as shampoo_lib
+from tfp_adaptive.core import tensors
 
-__all__ = ['Algorithm', 'adam_sgld', 'monge', 'psgld', 'sgld', 'shampoo',
-           'wenzel']
+__all__ = ['Algorithm', 'StepNorms', 'adam_sgld', 'monge', 'psgld', 'sgld',
+           'shampoo', 'wenzel']
+
+
+class StepNorms(collections.namedtuple(
+    'StepNorms', ['drift_sq_norm', 'gamma_sq_norm', 'noise_sq_norm',
+                  'grad_mean_square'])):
+  """Squared lengths of a step's pieces and of its gradient, per chain.
+
+  With ``a = (h/2) M ∇û`` (the drift), ``b = (h/2) τ c Γ`` and
+  ``n = sqrt(h τ) M^{1/2} ξ`` (the noise): ``‖a‖²``, ``‖b‖²`` (0 when Γ is
+  not computed), ``‖n‖²`` (0 while the noise is off) and ``‖∇û‖²/D``, the
+  gradient's mean square per parameter. Their run means give the regime
+  numbers (`tfp_adaptive.core.regime`).
+  """
+  __slots__ = ()
 
 
 class Algorithm(object):
@@ -69,7 +86,7 @@ class Algorithm(object):
 
   def update(self, parts, grads, pstate, momentum, gamma, step_size,
              temperature, noise_seed, batch_ndims, noise_scale=None,
-             gradient_scale=None):
+             gradient_scale=None, ratios=False):
     """One Euler–Maruyama step from the gradient ``∇û`` and the new metric.
 
     Args:
@@ -101,7 +118,31 @@ class Algorithm(object):
       xi = [tf.cast(noise_scale, x.dtype) * x for x in xi]
     new_parts = diffusion.langevin_step(parts, drift, xi, step_size,
                                         temperature, gamma)
-    return new_parts, momentum
+    if not ratios:
+      return new_parts, momentum
+    return new_parts, momentum, step_norms(
+        drift, xi, gamma, grads, step_size, temperature, batch_ndims)
+
+
+def step_norms(drift, noise, gamma, grads, step_size, temperature,
+               batch_ndims):
+  """`StepNorms` of a step from its drift ``M∇û``, noise ``M^{1/2}ξ``, ``cΓ`` and ``∇û``.
+
+  The sums of squares share one pass (`tensors.event_dots`).
+  """
+  pairs = [(drift, drift), (noise, noise), (grads, grads)]
+  if gamma is not None:
+    pairs.append((gamma, gamma))
+  sums = tensors.event_dots(pairs, batch_ndims)
+  dtype = sums[0].dtype
+  h = tf.cast(step_size, dtype)
+  tau = tf.cast(temperature, dtype)
+  quarter_h2 = 0.25 * h * h
+  gamma_sq = (quarter_h2 * tau * tau * sums[3] if gamma is not None
+              else tf.zeros_like(sums[0]))
+  size = tensors.event_size(grads, batch_ndims)
+  return StepNorms(quarter_h2 * sums[0], gamma_sq, h * tau * sums[1],
+                   sums[2] / size)
 
 
 def _decay(name, value):
@@ -118,8 +159,12 @@ def sgld():
 
 
 def psgld(preconditioner_decay_rate, diagonal_bias, bias_outside_sqrt=False,
-          initial_value=0.):
-  """pSGLD (Li et al. 2016; Rensmeyer & Niggemann 2025, Algorithm 1)."""
+          initial_value=None):
+  """pSGLD (Li et al. 2016; Rensmeyer & Niggemann 2025, Algorithm 1).
+
+  `initial_value`: ``V_0``, or `None` (the kernels' default) for the warm
+  start ``V ← ĝ_0²`` of `preconditioners.RMSprop`.
+  """
   _decay('preconditioner_decay_rate', preconditioner_decay_rate)
   _nonnegative('diagonal_bias', diagonal_bias)
   return Algorithm(preconditioners.RMSprop(

@@ -54,6 +54,8 @@ class Preconditioner(object):
 
   decay = 0.
   is_adaptive = False
+  # Least EMA rate with minibatch gradients (`tfp_adaptive.core.regime`).
+  min_decay_stochastic = 0.9
 
   def init(self, params, batch_ndims):
     del params, batch_ndims
@@ -89,6 +91,16 @@ class Preconditioner(object):
     return new_state, acc.jvp(
         mv, unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
+  def peak_factor(self, mean_square_gradient):
+    """``max M / typical M``: how far the metric can rise above its typical value.
+
+    `mean_square_gradient` is the run mean of ``ĝ²`` per coordinate in the
+    metric's own units (`tfp_adaptive.core.regime`). 1 for metrics bounded
+    by their typical scale.
+    """
+    del mean_square_gradient
+    return 1.
+
   def apply_to_gradient(self, state, vectors, scale, batch_ndims):
     """``M_t v`` where ``v = scale · ĝ_t`` (``ĝ_t``: the last `update`'s gradient).
 
@@ -122,7 +134,15 @@ class RMSprop(Preconditioner):
     decay: α, the EMA rate, in [0, 1).
     diagonal_bias: the stability constant (λ² inside, λ outside the sqrt).
     bias_outside_sqrt: Python bool choosing Li et al.'s form.
-    initial_value: value of ``V_0`` (0 as in Algorithm 1; TFP uses 1).
+    initial_value: value of ``V_0`` (0 as in Algorithm 1; TFP uses 1), or
+      `None` for a warm start: the first update sets ``V`` to the first
+      ``ĝ²`` (the moving average of a constant sequence) instead of
+      ``(1 − α) ĝ²``. From ``V_0 = 0`` a small ``diagonal_bias`` gives the
+      first steps ``M ≈ diagonal_bias^{-1/2}`` and, with the corrected Γ,
+      ``c·∂M/∂V ∝ diagonal_bias^{-3/2}/(1 − α)``: kicks that can throw the
+      chains far out, from where they return slowly. The derivative of the
+      warm start with respect to ``ĝ`` is that of an ordinary step, so Γ's
+      scale ``1/(1 − α)`` holds from the first step.
   """
 
   is_adaptive = True
@@ -135,13 +155,19 @@ class RMSprop(Preconditioner):
     self.initial_value = initial_value
 
   def init(self, params, batch_ndims):
-    return RMSpropState([tf.fill(tf.shape(p), tf.cast(self.initial_value, p.dtype))
+    value = 0. if self.initial_value is None else self.initial_value
+    return RMSpropState([tf.fill(tf.shape(p), tf.cast(value, p.dtype))
                          for p in params])
 
   def update(self, state, grads, step, batch_ndims):
     decay = tf.cast(self.decay, grads[0].dtype)
-    return RMSpropState(ema(decay, state.second_moment,
-                             [tf.square(g) for g in grads]))
+    squares = [tf.square(g) for g in grads]
+    old = state.second_moment
+    if self.initial_value is None:  # Warm start: V ← ĝ² at the first step.
+      first = tf.equal(step, 0)
+      old = [tf.where(first, tf.stop_gradient(q), v)
+             for q, v in zip(squares, old)]
+    return RMSpropState(ema(decay, old, squares))
 
   def diagonal(self, state, power=1.):
     """``diag(M)**power`` for each part (power 1 or 1/2 avoid `pow`)."""
@@ -161,6 +187,18 @@ class RMSprop(Preconditioner):
 
   def apply(self, state, vectors, batch_ndims, differentiable=False):
     return [d * x for d, x in zip(self.diagonal(state), vectors)]
+
+  def peak_factor(self, mean_square_gradient):
+    """``M`` where ``V = 0`` over ``M`` where ``V = E ĝ²``: the cusp's height.
+
+    Infinite for ``diagonal_bias = 0`` (an unbounded metric).
+    """
+    v, b = float(mean_square_gradient), float(self.diagonal_bias)
+    if b <= 0:
+      return float('inf')
+    if self.bias_outside_sqrt:
+      return (b + v ** 0.5) / b
+    return ((b + v) / b) ** 0.5
 
   def apply_sqrt(self, state, vectors, batch_ndims):
     return [d * x for d, x in zip(self.diagonal(state, 0.5), vectors)]
@@ -245,6 +283,7 @@ class Monge(Preconditioner):
   """
 
   is_adaptive = True
+  min_decay_stochastic = 0.99
 
   def __init__(self, decay, alpha2, fallback_threshold=1000.):
     self.decay = decay

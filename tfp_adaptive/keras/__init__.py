@@ -10,11 +10,12 @@ from tfp_adaptive.keras import schedules
 from tfp_adaptive.keras.collector import SampleCollector
 from tfp_adaptive.keras.ensemble import BayesianEnsemble
 from tfp_adaptive.keras.monitor import SamplerMonitor
+from tfp_adaptive.keras.regime import StepSizeCalibration
 from tfp_adaptive.keras.sample_files import SampleFileError
 from tfp_adaptive.keras.training import enable_gamma
 from tfp_adaptive.keras.training import gradients_and_gamma
 
 __all__ = ['BayesianEnsemble', 'SampleCollector', 'SampleFileError',
-           'SamplerMonitor',
+           'SamplerMonitor', 'StepSizeCalibration',
            'enable_gamma', 'gradients_and_gamma', 'likelihoods', 'optimizers', 'priors',
            'schedules']

@@ -19,6 +19,7 @@ from tfp_adaptive import validation
 from tfp_adaptive.keras import ensemble as ensemble_lib
 from tfp_adaptive.keras import optimizer_base
 from tfp_adaptive.keras import predictive
+from tfp_adaptive.keras import regime
 from tfp_adaptive.keras import sample_files
 from tfp_adaptive.keras import sample_store
 from tfp_adaptive.keras import selection
@@ -154,6 +155,7 @@ class SampleCollector(keras.callbacks.Callback):
       if opt.needs_gamma and not training.gamma_enabled(model):
         training.enable_gamma(model)
         model.make_train_function(force=True)
+      regime.attach(opt, model)
     if self.validation_data is not None and self._val is None:
       self._val = ensemble_lib.validation_arrays(self.validation_data)
     if self._optimizer_nonfinite is None:
@@ -169,6 +171,7 @@ class SampleCollector(keras.callbacks.Callback):
 
   def on_epoch_begin(self, epoch, logs=None):
     self._epoch = epoch
+    self._epoch_start = int(np.asarray(self.model.optimizer.iterations))
     if self._store is not None:
       self.save_checkpoint()
 
@@ -189,6 +192,13 @@ class SampleCollector(keras.callbacks.Callback):
     self._epochs_done = epoch + 1
     if self.unit == 'epoch' and self.schedule.due(epoch + 1, epoch):
       self.collect(int(self.model.optimizer.iterations.numpy()))
+    opt = self.model.optimizer
+    if getattr(opt, 'regime_state', None) is not None:
+      start = epoch if self.unit == 'epoch' else getattr(
+          self, '_epoch_start', 0)
+      opt.regime_state.report(
+          opt, epoch, logs, check=epoch >= 1 and start >= self.burnin,
+          stochastic=regime.is_stochastic(self.params))
     if logs is None:
       return
     logs['num_nonfinite'] = self.num_nonfinite

@@ -19,9 +19,11 @@ Minibatch gradient noise heats SGLD beyond ``τ`` at large steps; the
 temperature shows that too. It costs two passes over the weights per
 step (a sum and a dot product), no extra gradient.
 
-Also logged per epoch: the non-finite step count, and for diagonal metrics
-(pSGLD, Adam-SGLD) the metric's condition number ``max M / min M`` and its
-lag ``h · max M / (1 − α)`` (see the guide on choosing a sampler).
+Also logged per epoch: the non-finite step count, the regime numbers
+``drift_ratio``, ``gamma_ratio`` and ``lag`` (`tfp_adaptive.core.regime`;
+docs, guide "Step sizes and regimes"), warned about once when a
+post-burn-in epoch is outside their tolerances, and for diagonal metrics
+(pSGLD, Adam-SGLD) the metric's condition number ``max M / min M``.
 """
 
 import collections
@@ -37,6 +39,7 @@ from tfp_adaptive.core import tensors
 from tfp_adaptive.keras import ensemble as ensemble_lib
 from tfp_adaptive.keras import optimizer_base
 from tfp_adaptive.keras import predictive
+from tfp_adaptive.keras import regime
 
 __all__ = ['MonitorState', 'SamplerMonitor']
 
@@ -103,8 +106,6 @@ class SamplerMonitor(keras.callbacks.Callback):
       temperatures it averages (their batch means give its noise).
     tolerance: relative deviation from ``τ`` that is always tolerated (the
       small-step bias of an exact sampler), default 0.1.
-    max_lag: warn when the metric's lag ``h · max M / (1 − α)`` exceeds it
-      (diagonal metrics only), default 0.25.
     min_steps: optimizer steps after burn-in before the temperature is
       checked.
     validation_data: optional ``(x, y)`` or a `tf.data.Dataset` of pairs;
@@ -112,23 +113,21 @@ class SamplerMonitor(keras.callbacks.Callback):
       ``val_monitor_log_likelihood``.
 
   Logged (progress bar and history): ``temperature`` and
-  ``temperature/<layer>``, ``num_nonfinite``, and for diagonal metrics
-  ``metric_condition`` and ``metric_lag``.
+  ``temperature/<layer>``, ``num_nonfinite``, ``drift_ratio``,
+  ``gamma_ratio``, ``lag``, and for diagonal metrics ``metric_condition``.
 
   Example:
     >>> model.fit(x, y, callbacks=[tfa.keras.SampleCollector(),
     ...                            tfa.keras.SamplerMonitor()])
   """
 
-  def __init__(self, burnin_epochs=2, window=5, tolerance=0.1, max_lag=0.25,
+  def __init__(self, burnin_epochs=2, window=5, tolerance=0.1,
                min_steps=500, validation_data=None):
     super().__init__()
     self.burnin_epochs = validation.check_int('burnin_epochs', burnin_epochs,
                                               low=0)
     self.window = validation.check_int('window', window, low=2)
     self.tolerance = validation.check_number('tolerance', tolerance, low=0.)
-    self.max_lag = validation.check_number('max_lag', max_lag, low=0.,
-                                           low_open=True)
     self.min_steps = validation.check_int('min_steps', min_steps, low=1)
     self.validation_data = ensemble_lib.check_validation_data(validation_data)
     self._val = None
@@ -152,6 +151,7 @@ class SamplerMonitor(keras.callbacks.Callback):
       opt.monitor_state = MonitorState(self._variables)
       self.model.make_train_function(force=True)
     self._state = opt.monitor_state
+    regime.attach(opt, self.model)
     self._layers = collections.OrderedDict()
     for k, v in enumerate(self._variables):
       parts = v.path.split('/')
@@ -186,6 +186,9 @@ class SamplerMonitor(keras.callbacks.Callback):
       if self._epochs > self.burnin_epochs + 1:
         self._check_temperatures(float(np.asarray(opt.temperature_variable)))
     self._metric_logs(opt, logs)
+    opt.regime_state.report(opt, epoch, logs,
+                            check=self._epochs > max(self.burnin_epochs, 1),
+                            stochastic=regime.is_stochastic(self.params))
     if self.validation_data is not None:
       if self._running is None:
         self._running = predictive.Predictive(self._likelihood, self._val[1])
@@ -232,14 +235,4 @@ class SamplerMonitor(keras.callbacks.Callback):
     diag = [np.asarray(d) for d in pre.diagonal(pstate)]
     largest = max(float(d.max()) for d in diag)
     smallest = min(float(d.min()) for d in diag)
-    lr = float(np.asarray(opt.learning_rate))
-    lag = lr * largest / (1. - pre.decay)
     logs['metric_condition'] = largest / smallest
-    logs['metric_lag'] = lag
-    if lag > self.max_lag and 'lag' not in self._warned:
-      self._warned.add('lag')
-      warnings.warn(
-          'SamplerMonitor: the metric lags its moving average: h·max M/(1−α) '
-          '= %.3g > %.3g, a regime where even the corrected samplers are '
-          'biased. Lower the learning rate, raise diagonal_bias (which caps '
-          'M) or lower preconditioner_decay_rate.' % (lag, self.max_lag))

@@ -95,6 +95,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
   nonfinite_checked_after_batch = False
   # Set by `SamplerMonitor`: in-graph sums it reads once per epoch.
   monitor_state = None
+  # Set by `SampleCollector` and `SamplerMonitor` (`keras/regime.py`).
+  regime_state = None
 
   def __init__(self, learning_rate, data_size=1, burnin=None, temperature=1.,
                gamma='none', gamma_estimator='hutchinson', gamma_subsample=1.,
@@ -148,6 +150,11 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
   @property
   def preconditioner(self):
     return self._algorithm.preconditioner
+
+  @property
+  def hyperparameter_names(self):
+    """Names of the sampler's own hyperparameters (its spec's)."""
+    return list(self._hyperparameters)
 
   @property
   def needs_gamma(self):
@@ -325,9 +332,11 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       noise_scale = tf.cast(step > self.burnin, parts[0].dtype)
     _, noise_seed = self.step_seeds(step)
     temperature = tf.convert_to_tensor(self._temperature_variable)
-    new_parts, new_momentum = self._algorithm.update(
+    out = self._algorithm.update(
         parts, target_grads, new_pstate, momentum, full_gamma, learning_rate,
-        temperature, noise_seed, 0, noise_scale, gradient_scale=-n)
+        temperature, noise_seed, 0, noise_scale, gradient_scale=-n,
+        ratios=self.regime_state is not None)
+    new_parts, new_momentum = out[:2]
     # A NaN/Inf in the gradient, Γ or metric reaches the new weights, so
     # checking those is enough; the step is committed or skipped as a whole.
     ok = tensors.finite_chains(new_parts, 0)
@@ -345,6 +354,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     new_state = tf.nest.flatten((new_pstate, new_momentum))
     if self.monitor_state is not None:
       self.monitor_state.accumulate(parts, target_grads, ok, index)
+    if self.regime_state is not None:
+      self.regime_state.accumulate(out[2], ok)
 
     # Commit or keep everything: a select fuses into the update's own pass
     # under XLA, where a `tf.cond` around the assignments copied the weights.

@@ -1,5 +1,6 @@
 """SG-MCMC transition kernels for `tfp.mcmc` with the Γ correction of Rensmeyer & Niggemann."""
 
+from tfp_adaptive.mcmc.driver import check_regime
 from tfp_adaptive.mcmc.driver import sample
 from tfp_adaptive.mcmc.driver import stationary_histogram
 from tfp_adaptive.mcmc.kernel import AdaptiveSGMCMC
@@ -13,6 +14,7 @@ from tfp_adaptive.mcmc.samplers import WenzelSGLD
 
 __all__ = [
     'AdamSGLD', 'AdaptiveSGMCMC', 'AdaptiveSGMCMCKernelResults', 'MongeSGRLD',
-    'PSGLD', 'SGLD', 'ShampooSGRLD', 'WenzelSGLD', 'sample',
+    'PSGLD', 'SGLD', 'ShampooSGRLD', 'WenzelSGLD',
+    'check_regime', 'sample',
     'stationary_histogram',
 ]

@@ -10,8 +10,9 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_adaptive import validation
+from tfp_adaptive.core import regime as regime_lib
 
-__all__ = ['sample', 'stationary_histogram']
+__all__ = ['check_regime', 'sample', 'stationary_histogram']
 
 
 class _Progress(object):
@@ -68,6 +69,83 @@ def _check_finite(kernel, results, stuck_steps):
         % (type(kernel).__name__, total))
 
 
+def _sampler_kernel(kernel):
+  """Our kernel inside `kernel` (e.g. a `TransformedTransitionKernel`), or `None`."""
+  while kernel is not None and not hasattr(kernel, 'preconditioner'):
+    kernel = getattr(kernel, 'inner_kernel', None)
+  return kernel
+
+
+def check_regime(kernel, step_norms, warn=True):
+  """The regime numbers of a run, with a warning naming what to change when outside.
+
+  Args:
+    kernel: the kernel that ran (ours, or one wrapping ours such as
+      `tfp.mcmc.TransformedTransitionKernel`).
+    step_norms: the kernel results' ``step_norms`` traced over the run
+      (e.g. ``trace_fn=lambda _, r: r.step_norms`` in
+      `tfp.mcmc.sample_chain`; through a wrapper,
+      ``r.inner_results.step_norms``), leaves shaped ``[steps, chains...]``.
+    warn: issue a `UserWarning` for each number above its tolerance.
+
+  Returns:
+    `tfp_adaptive.core.regime.Regime` of the run, pooled over its chains
+    (means over steps and chains; docs, guide "Step sizes and regimes").
+
+  Example:
+    >>> _, norms = tfp.mcmc.sample_chain(
+    ...     1000, state, kernel=kernel, seed=(0, 1),
+    ...     trace_fn=lambda _, r: r.step_norms)
+    >>> tfa.mcmc.check_regime(kernel, norms)
+  """
+  means = [np.mean(np.asarray(x, np.float64)) for x in step_norms]
+  return _regime(kernel, means, warn)[0]
+
+
+def _regime(kernel, means, warn):
+  """``(Regime, messages)`` from run means; warns with the messages if `warn`."""
+  inner = _sampler_kernel(kernel)
+  if inner is None:
+    raise TypeError('`kernel` must be (or wrap) a tfp_adaptive.mcmc kernel. '
+                    'Received: %r' % (kernel,))
+  params = inner.parameters
+  regime = regime_lib.numbers(
+      means, inner.preconditioner,
+      with_gamma=(params.get('gamma', 'none') != 'none' and
+                  inner.preconditioner.is_adaptive))
+  stochastic = bool(getattr(params['target_log_prob_fn'], 'needs_seed',
+                            False))
+  messages = regime_lib.advice(regime, params, 'step_size',
+                               inner.preconditioner, stochastic)
+  if warn:
+    for message in messages:
+      warnings.warn('%s: %s' % (type(inner).__name__, message))
+  return regime, messages
+
+
+class _RegimeMeans(object):
+  """Running means of the step norms over the chunks of a run."""
+
+  def __init__(self):
+    self.sums, self.steps = None, 0
+
+  def add(self, norms, steps):
+    """`norms`: per-chain sums over `steps` steps (or per-step traces)."""
+    if norms is None:
+      return
+    values = [np.asarray(x, np.float64) for x in norms]
+    self.sums = values if self.sums is None else [
+        a + b for a, b in zip(self.sums, values)]
+    self.steps += steps
+
+  def check(self, kernel, warned):
+    """Warns once per run when the means so far are outside the regime."""
+    if warned or self.sums is None or self.steps == 0:
+      return warned
+    return bool(_regime(kernel, [np.mean(x) / self.steps for x in self.sums],
+                        warn=True)[1])
+
+
 def _find_field(results, name):
   while results is not None:
     if hasattr(results, name):
@@ -84,8 +162,10 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
   Each chunk of `chunk_size` results is one XLA-compiled `sample_chain` call
   (traced once and reused); between chunks the kernel results are checked
   for non-finite steps (``nonfinite='raise'`` raises `FloatingPointError`,
-  also under XLA, which drops the kernel's in-graph check) and for chains
-  that have not moved for `stuck_steps` steps (a warning).
+  also under XLA, which drops the kernel's in-graph check), for chains
+  that have not moved for `stuck_steps` steps (a warning), and, for our
+  kernels, for the regime numbers of the run so far (`check_regime`: one
+  warning per call, naming the parameter to change).
 
   Args:
     kernel: a `tfp.mcmc.TransitionKernel`.
@@ -123,14 +203,20 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
   total = num_burnin_steps + num_results * (1 + num_steps_between_results)
   bar = _Progress(total, type(kernel).__name__, progress)
   state, samples, traces, done = current_state, [], [], 0
+  track = _RegimeMeans() if _sampler_kernel(kernel) is not None else None
+  warned = False
   try:
     while done < num_results:
       n = min(chunk_size, num_results - done)
       burn = num_burnin_steps if done == 0 else 0
       seed, chunk_seed = tfp.random.split_seed(seed)
       out = run(state, results, n, burn, chunk_seed)
-      chunk, (tr, _), results = out.all_states, out.trace, out.final_kernel_results
+      chunk, (tr, norms), results = (out.all_states, out.trace,
+                                     out.final_kernel_results)
       _check_finite(kernel, results, stuck_steps)
+      if track is not None:
+        track.add([np.sum(x, axis=0) for x in norms], n)
+        warned = track.check(kernel, warned)
       samples.append(chunk)
       traces.append(tr)
       state = tf.nest.map_structure(lambda x: x[-1], chunk)
@@ -154,7 +240,8 @@ def _sample_runner(kernel, trace_fn, num_steps_between_results, jit_compile):
         n, state, previous_kernel_results=results, kernel=kernel,
         num_burnin_steps=burn,
         num_steps_between_results=num_steps_between_results,
-        trace_fn=lambda s, r: (trace(s, r), r), seed=chunk_seed,
+        trace_fn=lambda s, r: (trace(s, r), _find_field(r, 'step_norms') or ()),
+        seed=chunk_seed,
         return_final_kernel_results=True)
   return run
 
@@ -213,12 +300,16 @@ def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
   total = np.zeros([num_groups * (nbins + 1)], np.int64)
   bar = _Progress(num_steps, type(kernel).__name__, progress)
   done = 0
+  track, warned = _RegimeMeans(), False
   try:
     while done < num_steps:
       n = min(chunk_steps, num_steps - done)
       seed, run_seed = tfp.random.split_seed(seed)
-      state, results, counts = run(state, results, tf.constant(n), run_seed)
+      state, results, counts, norms = run(state, results, tf.constant(n),
+                                          run_seed)
       _check_finite(kernel, results, stuck_steps)
+      track.add(norms, n)
+      warned = track.check(kernel, warned)
       total += counts.numpy()
       done += n
       bar.update(n)
@@ -242,20 +333,21 @@ def _histogram_runner(kernel, lo, hi, nbins, num_groups, offsets, jit_compile):
   def run(state, results, n, run_seed):
     dtype = state.dtype
 
-    def body(i, s, r, counts, seed):
+    def body(i, s, r, counts, norms, seed):
       seed, step_seed = tfp.random.split_seed(seed)
       s, r = kernel.one_step(s, r, seed=step_seed)
+      norms = [a + b for a, b in zip(norms, _find_field(r, 'step_norms'))]
       idx = tf.cast(tf.floor((s - tf.cast(lo, dtype)) /
                              tf.cast((hi - lo) / nbins, dtype)), tf.int32)
       inside = (idx >= 0) & (idx < nbins)
       counts += tf.math.unsorted_segment_sum(
           tf.ones_like(idx, tf.int64), tf.where(inside, idx, nbins) + offsets,
           num_groups * (nbins + 1))
-      return i + 1, s, r, counts, seed
-    _, s, r, counts, _ = tf.while_loop(
+      return i + 1, s, r, counts, norms, seed
+    _, s, r, counts, norms, _ = tf.while_loop(
         lambda i, *_: i < n, body,
         (tf.constant(0), state, results,
          tf.zeros([num_groups * (nbins + 1)], tf.int64),
-         run_seed))
-    return s, r, counts
+         [tf.zeros_like(state)] * 4, run_seed))
+    return s, r, counts, norms
   return run

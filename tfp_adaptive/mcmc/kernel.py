@@ -7,6 +7,7 @@ import tensorflow_probability as tfp
 
 from tfp_adaptive import schedules
 from tfp_adaptive import validation
+from tfp_adaptive.core import algorithms
 from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.core import tensors
 
@@ -19,7 +20,7 @@ class AdaptiveSGMCMCKernelResults(
     collections.namedtuple('AdaptiveSGMCMCKernelResults', [
         'target_log_prob', 'preconditioner_state', 'momentum', 'step',
         'num_nonfinite', 'num_unmoved', 'last_good_state', 'step_size',
-        'gamma_norm', 'seed'])):
+        'gamma_norm', 'step_norms', 'seed'])):
   """State of a sampler between steps (nothing mutable lives on the kernel).
 
   Fields:
@@ -40,6 +41,11 @@ class AdaptiveSGMCMCKernelResults(
   - ``gamma_norm``: per chain, the Euclidean norm of the last step's
     ``c·Γ`` (0 when ``gamma='none'``); a Γ that dominates the drift is the
     sign of a metric close to singular.
+  - ``step_norms``: per chain, the squared lengths of the last step's
+    drift, Γ and noise pieces (`tfp_adaptive.core.algorithms.StepNorms`);
+    their means over a run give the regime numbers that tell whether the
+    step size is where the sampler's bias is small
+    (`tfp_adaptive.mcmc.check_regime`).
   - ``seed``: the stateless seed the last step used.
   """
   __slots__ = ()
@@ -180,6 +186,8 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           last_good_state=parts,
           step_size=tf.zeros(tf.shape(lp), lp.dtype),
           gamma_norm=tf.zeros(tf.shape(lp), lp.dtype),
+          step_norms=algorithms.StepNorms(
+              *[tf.zeros(tf.shape(lp), lp.dtype)] * 4),
           seed=tfp.random.sanitize_seed(0))
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
@@ -198,9 +206,9 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           self._gamma_log_prob(batch_seed), p.get('gamma_probability', 1.),
           noise_seed=noise_seed)
       h = schedules.evaluate(self.step_size, prev.step)
-      new_parts, momentum = self.algorithm.update(
+      new_parts, momentum, norms = self.algorithm.update(
           parts, grads, pstate, prev.momentum, gamma, h, p['temperature'],
-          noise_seed, batch_ndims, gradient_scale=1.)
+          noise_seed, batch_ndims, gradient_scale=1., ratios=True)
       here = tf.math.is_finite(lp)
       ok = here & tensors.finite_chains(new_parts, batch_ndims)
       metric_ok = ok
@@ -221,7 +229,9 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           num_unmoved=(prev.num_unmoved + 1) * bad,
           last_good_state=good,
           step_size=tf.fill(tf.shape(lp), tf.cast(h, lp.dtype)),
-          gamma_norm=_norm(gamma, lp, batch_ndims), seed=seed)
+          gamma_norm=_norm(gamma, lp, batch_ndims),
+          step_norms=algorithms.StepNorms(
+              *[tf.cast(x, lp.dtype) for x in norms]), seed=seed)
       return _like(new_parts, current_state), results
 
   def _handle_nonfinite(self, ok, metric_ok, parts, new_parts, prev, pstate,

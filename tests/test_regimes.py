@@ -1,0 +1,185 @@
+"""The regime numbers: their values on known targets, the warnings, and the settings the docs recommend.
+
+- `drift_ratio` of SGLD on N(0, 1) is ``(h/4)/(1 − h/4)`` exactly (the
+  Euler chain's stationary variance is ``1/(1 − h/4)``).
+- Outside the regime the run warns once, naming the parameter; inside it
+  does not, and the sampled sd is within the documented 5% (plus 4
+  standard errors of the run).
+- The full-batch Bayesian linear regression (N = 200, 2 parameters):
+  corrected pSGLD with a small `diagonal_bias` is flagged (cusp) and off;
+  at the recommended `diagonal_bias` (about the mean squared gradient) and
+  a step inside the regime it is within tolerance.
+- Keras: the collector logs the numbers and warns naming `learning_rate`;
+  `StepSizeCalibration` brings `drift_ratio` to its target.
+"""
+
+import warnings
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfp_adaptive as tfa
+from benchmarks import regimes
+from tests.conftest import stat_scale
+
+
+def _run(kernel, init, steps, seed=(1, 2)):
+  """``(sd error, its s.e., Regime, warning messages)`` of a compiled run."""
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    m, s, numbers = regimes.run_moments(kernel, tf.constant(init), steps,
+                                        steps // 5, tf.constant(seed))
+    # The same numbers through the public check (warns as `sample` does).
+    tfa.mcmc.check_regime(kernel, _norms(kernel, init, steps))
+  return m, s, numbers, [str(w.message) for w in caught]
+
+
+def _norms(kernel, init, steps):
+  """``step_norms`` traced over a run, the way a user of `sample_chain` would."""
+  _, norms, _ = tfa.mcmc.sample(
+      kernel, tf.constant(init), num_results=steps // 10,
+      num_burnin_steps=steps // 5, seed=(5, 6), progress=False,
+      trace_fn=lambda _, r: r.step_norms)
+  return norms
+
+
+def _gaussian(x):
+  return -0.5 * tf.reduce_sum(x * x, -1)
+
+
+@pytest.mark.statistical
+def test_drift_ratio_of_sgld_on_a_gaussian_is_exact():
+  h = 0.2
+  chains = int(2000 * stat_scale()) // 10 * 10
+  m, s, numbers = regimes.run_moments(
+      tfa.mcmc.SGLD(_gaussian, h), tf.zeros([chains, 1]), 4000, 1000,
+      tf.constant([3, 4]))
+  del m, s
+  expect = (h / 4) / (1 - h / 4)
+  # E[x²] over 2000 chains × 4000 correlated steps: relative s.e. < 1%.
+  assert abs(numbers.drift_ratio / expect - 1.) < 0.04, numbers
+  assert numbers.gamma_ratio == 0. and numbers.lag == 0.
+
+
+def test_sample_warns_once_naming_the_step_size():
+  kernel = tfa.mcmc.SGLD(_gaussian, 0.5)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    tfa.mcmc.sample(kernel, tf.zeros([64, 1]), 3000, seed=(1, 2),
+                    chunk_size=1000, progress=False)
+  messages = [str(w.message) for w in caught if 'drift_ratio' in str(w.message)]
+  assert len(messages) == 1, messages
+  assert '`step_size`' in messages[0]
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    tfa.mcmc.sample(tfa.mcmc.SGLD(_gaussian, 0.02), tf.zeros([64, 1]), 3000,
+                    seed=(1, 2), progress=False)
+  assert not [w for w in caught if 'ratio' in str(w.message)]
+
+
+@pytest.mark.statistical
+def test_cusp_is_flagged_and_biased_and_the_recommended_bias_is_not():
+  """1-D N(0,1), exact gradients, corrected pSGLD, α = 0.9, h = 0.01."""
+  chains = int(1000 * stat_scale()) // 10 * 10
+  init = np.zeros((chains, 1), np.float32)
+  steps = 20000
+  cusp = tfa.mcmc.PSGLD(_gaussian, 0.01, 0.9, 1e-3, gamma='corrected')
+  m, s, numbers, messages = _run(cusp, init, steps)
+  err, se = regimes.sd_error(m, s, np.eye(1))
+  assert numbers.peak_factor > 10 and numbers.lag > 0.1, numbers
+  assert any('`diagonal_bias`' in msg for msg in messages), messages
+  assert abs(err) > 0.1 + 4 * se, (err, se)  # The flagged run is off.
+  smooth = tfa.mcmc.PSGLD(_gaussian, 0.01, 0.9, 1., gamma='corrected')
+  m, s, numbers, messages = _run(smooth, init, steps)
+  err, se = regimes.sd_error(m, s, np.eye(1))
+  assert not [msg for msg in messages if 'lag' in msg or 'ratio' in msg]
+  assert abs(err) < 0.05 + 4 * se, (err, se, numbers)
+
+
+@pytest.mark.statistical
+def test_full_batch_regression_at_the_recommended_settings():
+  """Exact posterior sd ≈ 0.035; ``E ĝ² ≈ 800`` per coordinate."""
+  fn, cov, mean = regimes._linear_regression()  # pylint: disable=protected-access
+  chains = int(200 * stat_scale()) // 10 * 10
+  init = np.tile(mean, (chains, 1)).astype(np.float32)
+  cusp = tfa.mcmc.PSGLD(fn, 1.6e-5, 0.9, 1e-3, gamma='corrected')
+  _, _, numbers, messages = _run(cusp, init, 20000)
+  assert numbers.lag > 0.1 and any('`diagonal_bias`' in msg
+                                   for msg in messages), (numbers, messages)
+  recommended = tfa.mcmc.PSGLD(fn, 4.8e-4, 0.5, 1e3, gamma='corrected')
+  m, s, numbers, messages = _run(recommended, init, int(40000 * stat_scale()))
+  assert not [msg for msg in messages if 'lag' in msg or 'ratio' in msg], (
+      messages)
+  err, se = regimes.sd_error(m, s, cov)
+  assert abs(err) < 0.05 + 4 * se, (err, se, numbers)
+
+
+def test_minibatch_gradients_need_a_long_average():
+  data = tf.random.stateless_normal([100, 1], (1, 1))
+  fn = tfa.minibatch_log_prob(
+      lambda parts, batch: -0.5 * (batch[None, :, 0] - parts[0][:, None]) ** 2,
+      data, 10, log_prior_fn=lambda parts: -0.5 * parts[0] ** 2)
+  kernel = tfa.mcmc.PSGLD(fn, 1e-4, 0.5, 1., gamma='corrected')
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    tfa.mcmc.sample(kernel, tf.zeros([8]), 500, seed=(1, 2), progress=False)
+  messages = [str(w.message) for w in caught]
+  assert any('Raise `preconditioner_decay_rate`' in m for m in messages), (
+      messages)
+
+
+def test_warm_start_sets_the_metric_to_the_first_squared_gradient():
+  kernel = tfa.mcmc.PSGLD(_gaussian, 1e-3, 0.9, 1e-3)
+  x = tf.constant([[2.], [-3.]])
+  _, results = kernel.one_step(x, kernel.bootstrap_results(x), seed=(1, 2))
+  np.testing.assert_allclose(results.preconditioner_state.second_moment[0],
+                             [[4.], [9.]], rtol=1e-6)
+
+
+def _linear_model(n=200):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(n, 5)).astype('float32')
+  y = (x @ rng.normal(size=(5, 1)) + 0.5 * rng.normal(size=(n, 1))).astype(
+      'float32')
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(1)])
+  tfa.keras.priors.add_gaussian_prior(model, data_size=n, scale=1.)
+  return model, x, y
+
+
+def test_collector_logs_the_numbers_and_warns_naming_the_learning_rate():
+  model, x, y = _linear_model()
+  model.compile(tfa.keras.optimizers.SGLD(2e-3, data_size=200, seed=0),
+                'mse', jit_compile=True)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    history = model.fit(x, y, batch_size=20, epochs=4, verbose=0,
+                        callbacks=[tfa.keras.SampleCollector()])
+  assert set(history.history) >= {'drift_ratio', 'gamma_ratio', 'lag'}
+  messages = [str(w.message) for w in caught if 'drift_ratio' in str(w.message)]
+  assert len(messages) == 1 and '`learning_rate`' in messages[0], messages
+
+
+def test_step_size_calibration_reaches_its_target():
+  model, x, y = _linear_model(1000)
+  model.compile(tfa.keras.optimizers.PSGLD(1e-2, data_size=1000, seed=0,
+                                           diagonal_bias=1e-3),
+                'mse', jit_compile=True)
+  calibration = tfa.keras.StepSizeCalibration(epochs=6)
+  with warnings.catch_warnings():
+    warnings.simplefilter('ignore')
+    history = model.fit(x, y, batch_size=10, epochs=12, verbose=0,
+                        callbacks=[calibration, tfa.keras.SampleCollector(
+                            burnin=8, unit='epoch')])
+  after = history.history['drift_ratio'][8:]
+  assert 0.5 * calibration.target < np.mean(after) < 2 * calibration.target, (
+      history.history['drift_ratio'], calibration.history)
+  assert float(np.asarray(model.optimizer.learning_rate)) == pytest.approx(
+      calibration.history[-1])
+  with pytest.raises(TypeError, match='constant learning rate'):
+    model.compile(tfa.keras.optimizers.PSGLD(
+        keras.optimizers.schedules.ExponentialDecay(1e-3, 10, 0.9),
+        data_size=1000), 'mse')
+    model.fit(x, y, epochs=1, verbose=0, callbacks=[calibration])
