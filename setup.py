@@ -4,7 +4,7 @@ import setuptools
 
 setuptools.setup(
     name='tfp_adaptive',
-    version='0.2.0',
+    version="0.3.0",
     description=('Adaptive SG-MCMC (pSGLD, Monge/Shampoo SGRLD, Adam-SGLD) for '
                  'TensorFlow Probability and Keras 3, with the corrected Γ term '
                  'of Rensmeyer & Niggemann (2025).'),

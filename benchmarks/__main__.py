@@ -31,6 +31,8 @@ BENCHMARKS = [
     ('tfp_side_by_side', [], 'Side by side with TFP\'s pSGLD optimizer'),
     ('yu_funnel', [], 'Neal\'s funnel (Yu et al.)'),
     ('lecture_regression', [], 'Bayesian linear regression (exact posterior)'),
+    ('regimes', [], 'Regimes: where the samplers are biased'),
+    ('calibration', [], 'Calibrated ensembles from the documented defaults'),
     ('yu_tables', ['--seeds', '2'], 'Bayesian MLP on digits (Yu et al.\'s '
      'protocol)'),
 ]
@@ -76,6 +78,8 @@ def main():
                  help='benchmarks to run: %s' % ', '.join(names))
   p.add_argument('--all', action='store_true', help='run every benchmark')
   p.add_argument('--quick', action='store_true', help='small sizes (CI)')
+  p.add_argument('--device', choices=('auto', 'cpu', 'gpu'), default='auto',
+                 help='passed to every benchmark (each prints its device)')
   args = p.parse_args()
   unknown = sorted(set(args.names) - set(names))
   if unknown:
@@ -97,13 +101,19 @@ def main():
       continue
     before = set(os.listdir(out))
     start = time.time()
-    command = [sys.executable, '-m', 'benchmarks.' + name, '--out', out]
+    command = [sys.executable, '-m', 'benchmarks.' + name, '--out', out,
+               '--device', args.device]
     command += ['--quick'] if args.quick else extra
     print('== %s' % ' '.join(['python'] + command[1:]), flush=True)
-    subprocess.run(command, cwd=ROOT, check=True)
+    run = subprocess.run(command, cwd=ROOT, check=True, text=True,
+                         stdout=subprocess.PIPE)
+    print(run.stdout, end='', flush=True)
+    device = next((l.split(':', 1)[1].strip() for l in
+                   run.stdout.splitlines() if l.startswith('Device:')),
+                  'unknown')
     written = sorted(set(os.listdir(out)) - before | _touched(out, start))
     sections[name] = _section(out, figures, name, title, written,
-                              time.time() - start, args.quick, extra)
+                              time.time() - start, args.quick, extra, device)
     _write(report, sections, args.quick)  # After each: a crash keeps the rest.
   print('Wrote %s' % report)
 
@@ -146,12 +156,13 @@ _MARK = '<!-- benchmark:%s -->'
 _END = '<!-- end:%s -->'
 
 
-def _section(out, figures, name, title, written, seconds, quick, extra):
+def _section(out, figures, name, title, written, seconds, quick, extra,
+             device):
   head = stamp()
   lines = [_MARK % name, '## %s' % title, '',
-           '`python -m benchmarks.%s%s` (%.0f s); %s; %s.' % (
+           '`python -m benchmarks.%s%s` (%.0f s on %s); %s; %s.' % (
                name, ' --quick' if quick else ''.join(' ' + a for a in extra),
-               seconds, head[1][2:], head[0][2:]), '']
+               seconds, device, head[1][2:], head[0][2:]), '']
   for file in written:
     if file.endswith('.md'):
       with open(os.path.join(out, file)) as f:

@@ -13,12 +13,49 @@ __all__ = ['binned', 'load_dataset', 'markdown_table', 'mlp', 'out_dir',
 EDGES = np.arange(-4.5, 4.5001, 0.1)
 
 
+DEVICES = ('auto', 'cpu', 'gpu')
+
+
+class _Parser(argparse.ArgumentParser):
+  """Parses, then places TensorFlow on `--device` and prints where it runs."""
+
+  def parse_args(self, *args, **kwargs):  # pylint: disable=signature-differs
+    parsed = super().parse_args(*args, **kwargs)
+    parsed.device_name = select_device(parsed.device)
+    return parsed
+
+
 def parser(description):
-  p = argparse.ArgumentParser(description=description)
+  """The benchmarks' argument parser: ``--quick``, ``--out``, ``--device``."""
+  p = _Parser(description=description)
   p.add_argument('--quick', action='store_true',
                  help='small sizes (CI): checks that it runs and writes outputs')
   p.add_argument('--out', default='benchmarks/out', help='output folder')
+  p.add_argument('--device', choices=DEVICES, default='auto',
+                 help='where TensorFlow runs: the first GPU if there is one '
+                 '(auto), the CPU only, or a GPU (an error without one)')
   return p
+
+
+def select_device(choice):
+  """Makes `choice` the device TensorFlow uses; returns and prints its name.
+
+  ``'cpu'`` hides the GPUs from TensorFlow (before any op runs);
+  ``'gpu'`` fails without one; ``'auto'`` leaves TensorFlow's placement
+  (the first GPU if any).
+  """
+  import platform  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  gpus = tf.config.list_physical_devices('GPU')
+  if choice == 'cpu' and gpus:
+    tf.config.set_visible_devices([], 'GPU')
+    gpus = []
+  if choice == 'gpu' and not gpus:
+    raise SystemExit('--device gpu: TensorFlow sees no GPU on this machine.')
+  name = ('GPU %s' % gpus[0].name if gpus else
+          'CPU %s' % (platform.processor() or platform.machine()))
+  print('Device: %s' % name, flush=True)
+  return name
 
 
 def out_dir(path):

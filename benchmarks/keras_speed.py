@@ -74,7 +74,11 @@ def configurations(data_size):
       'SGD + noise': lambda: NoisySGD(1e-3),
       'SGD + noise + HVP': lambda: NoisySGD(1e-3),
       'SGLD': lambda: opt.SGLD(1e-6, **kw),
+      'SGLD (rademacher noise)': lambda: opt.SGLD(1e-6, noise='rademacher',
+                                                  **kw),
       'PSGLD (none)': lambda: opt.PSGLD(1e-6, gamma='none', **kw),
+      'PSGLD (none, rademacher noise)': lambda: opt.PSGLD(
+          1e-6, gamma='none', noise='rademacher', **kw),
       'PSGLD (corrected)': lambda: opt.PSGLD(1e-6, gamma='corrected', **kw),
       'PSGLD (corrected, Γ on 1/4 batch)': lambda: opt.PSGLD(
           1e-6, gamma='corrected', gamma_subsample=0.25, **kw),

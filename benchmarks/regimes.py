@@ -160,9 +160,9 @@ def _flagged(kernel, numbers):
 
 def sweep(quick):
   """Rows ``(target, sampler, h, Regime, flagged, sd error, se)``."""
-  chains = 200 if quick else 1000
   rows = []
   for target, label, factory, hs in configurations(quick):
+    chains = 200 if quick else (500 if target == 'regression' else 1000)
     if target == 'regression':
       _, cov, mean = _linear_regression()
       init = np.tile(mean, (chains, 1)).astype(np.float32)
@@ -173,7 +173,7 @@ def sweep(quick):
       # Long enough for the slowest chain's relaxation at this step.
       rate = h if target != 'regression' else h * 800. * (
           0.03 if 'bias=0.001' in label or label == 'SGLD' else 0.015)
-      steps = int(min(400000, max(20000, 40. / rate)))
+      steps = int(min(200000, max(20000, 40. / rate)))
       if quick:
         steps //= 4
       kernel = factory(h)
@@ -199,7 +199,7 @@ def _print(row):
 def eight_schools(quick):
   """Eight schools against NUTS: rows as `sweep`'s, the error over 10 sds."""
   from tests import test_eight_schools as es  # pylint: disable=g-import-not-at-top
-  chains, draws = (32, 1000) if quick else (128, 4000)
+  chains, draws = (32, 1000) if quick else (64, 2000)
   nuts = es._quantities(es._nuts(16 if quick else 32, 1000))  # pylint: disable=protected-access
   (ref, ref_se) = es._jackknife(nuts, 16)  # pylint: disable=protected-access
   configs = [

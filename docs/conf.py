@@ -9,7 +9,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 project = 'tfp_adaptive'
 author = 'The tfp_adaptive authors'
 copyright = 'The tfp_adaptive authors'  # pylint: disable=redefined-builtin
-release = '0.2.0'
+release = '0.3.0'
 
 extensions = ['sphinx.ext.autodoc', 'sphinx.ext.napoleon', 'myst_parser']
 source_suffix = {'.rst': 'restructuredtext', '.md': 'markdown'}

@@ -123,6 +123,11 @@ def _log_posterior(beta, sigma2):
 REG_KERNELS = {
     'sgld': lambda: tfa.mcmc.SGLD(_log_posterior, 4e-5),
     'psgld': lambda: tfa.mcmc.PSGLD(_log_posterior, 4e-4, ALPHA, 100.),
+    # Two-point noise (weak order 1): the same tolerances.
+    'sgld_rademacher': lambda: tfa.mcmc.SGLD(_log_posterior, 4e-5,
+                                             noise='rademacher'),
+    'psgld_rademacher': lambda: tfa.mcmc.PSGLD(_log_posterior, 4e-4, ALPHA,
+                                               100., noise='rademacher'),
 }
 
 

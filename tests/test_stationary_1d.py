@@ -115,3 +115,15 @@ def test_gamma_on_a_quarter_of_the_steps_keeps_the_corrected_density(sampler):
   make, predictions = SAMPLERS[sampler]
   kernel = make('corrected', 0.9).copy(gamma_probability=0.25)
   _check(kernel, predictions(0.9), 'corrected', seed=9)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize('sampler', ['psgld', 'monge'])
+@pytest.mark.parametrize('mode', ['none', 'corrected'])
+def test_rademacher_noise_keeps_the_predicted_densities(sampler, mode):
+  """``noise='rademacher'`` (±1, weak order 1): the same densities, the same
+  tolerances; it changes nothing beyond the O(h) Euler–Maruyama bias."""
+  alpha = 0.9 if mode == 'corrected' else 0.5
+  make, predictions = SAMPLERS[sampler]
+  kernel = make(mode, alpha).copy(noise='rademacher')
+  _check(kernel, predictions(alpha), mode, seed=10)

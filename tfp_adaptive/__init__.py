@@ -13,7 +13,7 @@ from tfp_adaptive.minibatch import minibatch_log_prob
 
 __all__ = ['core', 'diagnostics', 'inference_data', 'keras', 'mcmc',
            'minibatch', 'minibatch_log_prob', 'plot', 'schedules', 'to_arviz']
-__version__ = '0.2.0'
+__version__ = '0.3.0'
 
 
 def __getattr__(name):

@@ -48,14 +48,22 @@ class Algorithm(object):
       samplers) or ``ξ`` (Adam-SGLD).
     momentum_decay_rate: Adam-SGLD's β, or `None` for no momentum.
     drift_scale: Adam-SGLD's ``a``.
+    noise: ``'gaussian'`` or ``'rademacher'`` (`noise.NOISE_KINDS`): the law
+      of ``ξ`` (`noise.draw`).
   """
 
   def __init__(self, preconditioner, noise_preconditioned=True,
-               momentum_decay_rate=None, drift_scale=1.):
+               momentum_decay_rate=None, drift_scale=1., noise='gaussian'):
     self.preconditioner = preconditioner
     self.noise_preconditioned = noise_preconditioned
     self.momentum_decay_rate = momentum_decay_rate
     self.drift_scale = drift_scale
+    self.noise = validation.check_choice('noise', noise, noise_lib.NOISE_KINDS)
+
+  def with_noise(self, noise):
+    """This algorithm with the law of ``ξ`` set to `noise` (validated)."""
+    return Algorithm(self.preconditioner, self.noise_preconditioned,
+                     self.momentum_decay_rate, self.drift_scale, noise)
 
   @property
   def has_momentum(self):
@@ -111,7 +119,7 @@ class Algorithm(object):
     """
     drift, momentum = self.drift(grads, pstate, momentum, batch_ndims,
                                  gradient_scale)
-    xi = noise_lib.normal(parts, noise_seed)
+    xi = noise_lib.draw(parts, noise_seed, self.noise)
     if self.noise_preconditioned:
       xi = self.preconditioner.apply_sqrt(pstate, xi, batch_ndims)
     if noise_scale is not None:

@@ -142,7 +142,8 @@ def _exact_gamma(fn, parts, preconditioner, state, step, batch_ndims,
 
 def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
                        mode='none', estimator='hutchinson', seed=None,
-                       gamma_fn=None, probability=1., noise_seed=None):
+                       gamma_fn=None, probability=1., noise_seed=None,
+                       noise='gaussian'):
   """One step's log-prob, gradient, updated metric state and scaled Γ.
 
   Args:
@@ -176,6 +177,8 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
       of that noise, ``noise.normal_signs(parts, noise_seed)``, rather
       than a Rademacher draw of its own from `seed` (see the module
       docstring). Same distribution of the step; under XLA one draw fewer.
+    noise: the law of the step's noise (`noise.NOISE_KINDS`); with
+      ``'rademacher'`` the probe is the noise itself, still even in ``Γ̂``.
 
   Returns:
     ``(value, grads, new_state, gamma)`` where ``gamma`` is ``c·Γ`` (``c`` from
@@ -190,7 +193,7 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
   if estimator == 'hutchinson':
     # Drawn outside the `tf.cond` of `probability` (inside it measured the
     # same: XLA shares the noise's random bits either way).
-    probe = _probe(parts, batch_ndims, seed, noise_seed)
+    probe = _probe(parts, batch_ndims, seed, noise_seed, noise)
   if isinstance(probability, (int, float)) and probability >= 1.:
     return _scaled_gamma(fn, parts, preconditioner, state, step, batch_ndims,
                          estimator, probe, gamma_fn, c)
@@ -203,7 +206,7 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
                         coin < probability)
 
 
-def _probe(parts, batch_ndims, seed, noise_seed):
+def _probe(parts, batch_ndims, seed, noise_seed, noise='gaussian'):
   """Hutchinson's ``z``: ±1, the signs of the step's noise given its seed.
 
   Without `noise_seed`, an independent Rademacher draw from `seed`.
@@ -211,7 +214,7 @@ def _probe(parts, batch_ndims, seed, noise_seed):
   if tensors.event_size(parts, batch_ndims) == 1:
     return [tf.ones_like(p) for p in parts]  # 1-D: the probe's sign cancels.
   if noise_seed is not None:
-    return noise_lib.normal_signs(parts, noise_seed)
+    return noise_lib.draw_signs(parts, noise_seed, noise)
   if seed is None:
     raise ValueError('The Hutchinson estimator needs a `seed` or `noise_seed`.')
   return noise_lib.rademacher(parts, seed)

@@ -17,8 +17,10 @@ import tensorflow_probability as tfp
 
 from tfp_adaptive import _compat
 
-__all__ = ['algorithm', 'erfinv_float32', 'normal', 'normal_signs', 'rademacher',
-           'signs']
+__all__ = ['NOISE_KINDS', 'algorithm', 'draw', 'draw_signs', 'erfinv_float32',
+           'normal', 'normal_signs', 'rademacher', 'signs']
+
+NOISE_KINDS = ('gaussian', 'rademacher')
 
 # Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011),
 # single precision: central branch in w - 2.5, tail branch in sqrt(w) - 3,
@@ -101,14 +103,42 @@ def normal_signs(parts, seed):
 
 
 def rademacher(parts, seed):
-  """±1 probes shaped like each part (Hutchinson estimator)."""
+  """±1 shaped like each part, one random bit each (one split seed per part).
+
+  Each part draws ``ceil(n/32)`` random 32-bit words and uses every bit of
+  them, a 32nd of the random numbers of a draw per entry (the Hutchinson
+  probe, and the two-point noise of ``noise='rademacher'``).
+  """
   seeds = tfp.random.split_seed(seed, n=len(parts))
   out, alg = [], algorithm()
   for p, s in zip(parts, seeds):
-    bits = tf.random.stateless_uniform(tf.shape(p), seed=s, minval=0, maxval=2,
-                                       dtype=tf.int32, alg=alg)
-    out.append(tf.cast(2 * bits - 1, p.dtype))
+    n = tf.size(p)
+    words = tf.random.stateless_uniform(
+        [(n + 31) // 32], seed=s, minval=None, maxval=None, dtype=tf.int32,
+        alg=alg)
+    shifts = tf.range(32, dtype=tf.int32)
+    bits = tf.bitwise.bitwise_and(
+        tf.bitwise.right_shift(words[:, None], shifts[None, :]), 1)
+    bits = tf.reshape(bits, [-1])[:n]
+    out.append(tf.reshape(tf.cast(2 * bits - 1, p.dtype), tf.shape(p)))
   return out
+
+
+def draw(parts, seed, kind='gaussian'):
+  """The injected noise ``ξ`` of a step: standard normal, or ±1 (`NOISE_KINDS`).
+
+  Both have mean 0 and covariance ``I``; the two-point law matches the
+  normal's moments up to the third, which is what a weak order-1 scheme
+  needs (Kloeden & Platen 1992, Sec. 14.1).
+  """
+  return rademacher(parts, seed) if kind == 'rademacher' else normal(parts,
+                                                                       seed)
+
+
+def draw_signs(parts, seed, kind='gaussian'):
+  """``signs(draw(parts, seed, kind))``: the Hutchinson probe of a step."""
+  return rademacher(parts, seed) if kind == 'rademacher' else normal_signs(
+      parts, seed)
 
 
 def signs(noise):

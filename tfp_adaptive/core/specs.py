@@ -88,12 +88,15 @@ PSGLD = SamplerSpec(
     '``diag(1/(diagonal_bias + sqrt(V)))`` with ``bias_outside_sqrt=True``. '
     '``gamma=\'original\'`` is the Γ TFP\'s pSGLD optimizer intends.',
     (Hyperparameter('preconditioner_decay_rate', 0.95, _DECAY_RMS),
-     Hyperparameter('diagonal_bias', 1e-8,
+     Hyperparameter('diagonal_bias', 1e-3,
                     '>= 0; bounds the metric, ``M <= diagonal_bias^{-1/2}``. '
                     'TFP\'s 1e-8 leaves it practically unbounded where '
                     'gradients vanish, and a corrected chain can run away '
-                    'along flat directions of a network: use e.g. 1e-3 '
-                    'there.'),
+                    'along flat directions of a network. With full-batch '
+                    'gradients the metric has a cusp of height '
+                    '``sqrt((diagonal_bias + E ĝ²)/diagonal_bias)`` at a '
+                    'mode: a value near the mean squared gradient removes it '
+                    '(guide "Step sizes and regimes").'),
      Hyperparameter('bias_outside_sqrt', False,
                     'Python bool, Li et al.\'s form of ``M``.')),
     algorithms.psgld, True)

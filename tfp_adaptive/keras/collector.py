@@ -70,6 +70,14 @@ class SampleCollector(keras.callbacks.Callback):
       skipped (a chain that no longer moves).
     seed: seed of the reservoir's random choices.
 
+  With a sampler of `tfp_adaptive.keras.optimizers`, each epoch also logs
+  the run's regime numbers ``drift_ratio``, ``gamma_ratio`` and ``lag``
+  and warns once when an epoch after burn-in (and after the first) is
+  where the sampler is biased, naming the parameter to change
+  (`tfp_adaptive.core.regime`); and it warns once when the training loss
+  is negative and keeps falling (a log-posterior without an upper bound,
+  e.g. a prior with a pole).
+
   Attributes:
     members: the kept samples, a list of `Member`.
     num_nonfinite: optimizer steps skipped as non-finite during `fit`.
@@ -123,6 +131,7 @@ class SampleCollector(keras.callbacks.Callback):
     self._last_step = None
     self._pending = False
     self._unmoved = 0
+    self._losses, self._collapse_warned = [], False
     self._fingerprint = None
 
   @property
@@ -192,6 +201,7 @@ class SampleCollector(keras.callbacks.Callback):
     self._epochs_done = epoch + 1
     if self.unit == 'epoch' and self.schedule.due(epoch + 1, epoch):
       self.collect(int(self.model.optimizer.iterations.numpy()))
+    self._check_collapse(logs)
     opt = self.model.optimizer
     if getattr(opt, 'regime_state', None) is not None:
       start = epoch if self.unit == 'epoch' else getattr(
@@ -207,6 +217,37 @@ class SampleCollector(keras.callbacks.Callback):
       logs['val_ensemble_log_likelihood'] = metrics['log_likelihood']
       key = 'accuracy' if self.likelihood.is_classification else 'rmse'
       logs['val_ensemble_' + key] = metrics[key]
+
+  def _check_collapse(self, logs):
+    """Warns once when the training loss is negative and has fallen for 5 epochs.
+
+    The losses of the likelihoods here are >= 0, and so are the priors of
+    `tfp_adaptive.keras.priors`; a loss below 0 that keeps falling means a
+    log-density without an upper bound, usually a prior with a pole (a
+    scale sampled with its weights collapsing to 0): the chain is falling
+    into it, not sampling.
+    """
+    loss = (logs or {}).get('loss')
+    if loss is None or self._collapse_warned:
+      return
+    self._losses = (self._losses + [float(loss)])[-5:]
+    falling = all(b < a for a, b in zip(self._losses, self._losses[1:]))
+    if len(self._losses) == 5 and falling and self._losses[-1] < 0:
+      self._collapse_warned = True
+      priors = sorted({type(v.regularizer).__name__
+                       for v in self.model.trainable_weights
+                       if getattr(v, 'regularizer', None) is not None} |
+                      {type(l.kernel_regularizer).__name__
+                       for l in self.model.layers
+                       if getattr(l, 'kernel_regularizer', None) is not None})
+      warnings.warn(
+          'SampleCollector: the training loss is negative (%.3g) and has '
+          'fallen for 5 epochs: the log-posterior has no upper bound and the '
+          'chain is collapsing into it rather than sampling. Check the '
+          'priors (regularizers on this model: %s): a scale sampled jointly '
+          'with its weights has a pole at 0; tfp_adaptive.keras.priors.'
+          'add_horseshoe_prior integrates it out.'
+          % (self._losses[-1], ', '.join(priors) or 'none'))
 
   def _check_nonfinite(self, steps):
     """Counts the optimizer's skipped steps since the last batch; returns their number."""

@@ -15,8 +15,10 @@ every replica of a `tf.distribute` strategy draws identical noise.
 Distribution (`MirroredStrategy`, `MultiWorkerMirroredStrategy`): one chain,
 data-parallel. Gradients are all-reduced as in any Keras optimizer (the mean
 over the global batch); the metric update and the noise are then computed
-identically on every replica, so the copies of the weights never diverge,
-and a Γ-free run equals the single-device run on the same data and seed.
+identically on every replica, so the copies of the weights agree (to float
+rounding, not bitwise: ~1e-8 after a few steps on two CPU replicas), and a
+Γ-free run equals the single-device run on the same data and seed to the
+same rounding.
 With Γ, each replica differentiates the metric built from its own part of
 the batch and the Γ's are averaged (close to, not equal to, the
 single-device Γ). Multi-worker runs must pass the same explicit `seed` on
@@ -58,6 +60,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     data_size: ``N``, the number of training examples (>= 1).
     burnin: int >= 0; no noise while ``iterations <= burnin``.
     temperature: ``τ > 0`` (1 = Bayes posterior; < 1 cold posterior).
+    noise: the law of the injected ``ξ``: ``'gaussian'`` (default) or
+      ``'rademacher'`` (±1, one random bit per weight; as the kernels').
     gamma: ``'none' | 'original' | 'corrected'``; anything but ``'none'``
       needs the loss, see `tfp_adaptive.keras.enable_gamma`.
     gamma_estimator: ``'hutchinson' | 'exact'``.
@@ -99,7 +103,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
   regime_state = None
 
   def __init__(self, learning_rate, data_size=1, burnin=None, temperature=1.,
-               gamma='none', gamma_estimator='hutchinson', gamma_subsample=1.,
+               noise='gaussian', gamma='none', gamma_estimator='hutchinson', gamma_subsample=1.,
                gamma_probability=1., nonfinite='reject', seed=None, name=None,
                hyperparameters=None, **kwargs):
     if not isinstance(learning_rate,
@@ -131,7 +135,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     self._hyperparameters = dict(hyperparameters or {})
     for key, value in self._hyperparameters.items():
       setattr(self, key, value)
-    self._algorithm = self._make_algorithm()
+    self._algorithm = self._make_algorithm().with_noise(noise)
+    self.noise = noise
     self._step_inputs = (None, None)
 
   # -- what subclasses provide --------------------------------------------
@@ -260,7 +265,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     config = super().get_config()
     config.update(self._hyperparameters)
     config.update(data_size=self.data_size, burnin=self.burnin,
-                  temperature=self.temperature, nonfinite=self.nonfinite,
+                  temperature=self.temperature, noise=self.noise,
+                  nonfinite=self.nonfinite,
                   seed=self.seed)
     if self._supports_gamma:
       config.update(gamma=self.gamma, gamma_estimator=self.gamma_estimator,

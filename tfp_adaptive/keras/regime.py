@@ -33,7 +33,8 @@ class RegimeState(object):
     self.sums = tf.Variable(tf.zeros([4], tf.float64), trainable=False)
     self.count = tf.Variable(tf.constant(0., tf.float64), trainable=False)
     self.warned = False
-    self._epoch, self._regime = None, None
+    self._epoch, self._regime, self._sums = None, None, None
+    self._checked = None  # Sums and count of the epochs checked so far.
 
   def accumulate(self, norms, ok):
     """Adds one step's `StepNorms`; a skipped step (`ok` false) adds nothing."""
@@ -47,15 +48,22 @@ class RegimeState(object):
       sums, count = self.sums.numpy(), float(self.count.numpy())
       self.sums.assign(tf.zeros_like(self.sums))
       self.count.assign(0.)
-      self._epoch = epoch
-      self._regime = None if count == 0 else regime_lib.numbers(
-          sums / count, optimizer.preconditioner,
-          gradient_scale=optimizer.data_size,
-          with_gamma=optimizer.needs_gamma)
+      self._epoch, self._sums = epoch, (sums, count)
+      self._regime = None if count == 0 else self._numbers(optimizer, sums,
+                                                           count)
     return self._regime
+
+  @staticmethod
+  def _numbers(optimizer, sums, count):
+    return regime_lib.numbers(sums / count, optimizer.preconditioner,
+                              gradient_scale=optimizer.data_size,
+                              with_gamma=optimizer.needs_gamma)
 
   def report(self, optimizer, epoch, logs, check, stochastic):
     """Logs the epoch's numbers; if `check`, warns once per run when outside.
+
+    The check uses the means over all checked epochs so far (an epoch's
+    own numbers are noisy), from the second checked epoch on.
 
     Args:
       optimizer: the `SamplerOptimizer`.
@@ -72,6 +80,16 @@ class RegimeState(object):
         logs[key] = float(value)
     if not check or self.warned:
       return
+    sums, count = self._sums
+    if self._checked is None:
+      self._checked = [np.zeros_like(sums), 0., set()]
+    if epoch not in self._checked[2]:  # Collector and monitor both report.
+      self._checked[0] = self._checked[0] + sums
+      self._checked[1] += count
+      self._checked[2].add(epoch)
+    if len(self._checked[2]) < 2:
+      return
+    regime = self._numbers(optimizer, self._checked[0], self._checked[1])
     messages = regime_lib.advice(regime, optimizer.hyperparameter_names,
                                  'learning_rate', optimizer.preconditioner,
                                  stochastic)

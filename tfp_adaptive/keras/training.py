@@ -60,7 +60,8 @@ def _gradients_gamma_and_state(optimizer, loss_fn, variables,
   loss, grads, pstate, gamma = gamma_lib.gradient_and_gamma(
       lambda _: loss_fn(), parts, optimizer.preconditioner, pstate, step, 0,
       mode, optimizer.gamma_estimator, gamma_seed, sub,
-      optimizer.gamma_probability, noise_seed=noise_seed)
+      optimizer.gamma_probability, noise_seed=noise_seed,
+      noise=optimizer.algorithm.noise)
   return loss, grads, gamma, pstate
 
 

@@ -10,6 +10,10 @@ Arguments common to all of them:
 - ``step_size``: ``h``, a float, a `Tensor`, or a callable of the int32
   step number (see `tfp_adaptive.schedules`).
 - ``temperature``: ``τ > 0`` (1 = Bayes posterior).
+- ``noise``: the law of the injected ``ξ``, ``'gaussian'`` (default) or
+  ``'rademacher'`` (±1 with equal probability: the two-point noise of a
+  weak order-1 scheme, one random bit per parameter; see the guide on
+  performance for when not to use it).
 - ``gamma``: ``'none' | 'original' | 'corrected'`` (see
   `tfp_adaptive.core.gamma`).
 - ``gamma_estimator``: ``'hutchinson'`` (default) or ``'exact'`` (small D
@@ -50,7 +54,8 @@ _EXAMPLE = """
 
 def _kernel_class(spec):
   """A `tfp.mcmc.TransitionKernel` class for `spec`: ``(target_log_prob_fn, step_size, <hyperparameters>, <common>)``."""
-  trailing = (('temperature', 1.),) + (_GAMMA if spec.supports_gamma else ())
+  trailing = (('temperature', 1.), ('noise', 'gaussian'))
+  trailing += _GAMMA if spec.supports_gamma else ()
   trailing += (('nonfinite', 'reject'), ('name', None))
   sig = specs.signature((('target_log_prob_fn', specs.REQUIRED),
                          ('step_size', specs.REQUIRED)), spec, trailing)
@@ -62,7 +67,8 @@ def _kernel_class(spec):
     parameters.pop('self')
     kernel.AdaptiveSGMCMC.__init__(
         self, parameters['target_log_prob_fn'], parameters['step_size'],
-        spec.algorithm(parameters), parameters['temperature'],
+        spec.algorithm(parameters).with_noise(parameters['noise']),
+        parameters['temperature'],
         parameters.get('gamma', 'none'),
         parameters.get('gamma_estimator', 'hutchinson'),
         parameters['nonfinite'], parameters)
