@@ -26,12 +26,14 @@ DECAY = NUMBER + [-0.1, 1., 1.5]
 COUNT = ['10', 10.5, True, None, 0, -3]
 BOOL = ['False', 'True', 0, 1, None]
 SEED = ['1', -1, 2 ** 31, 2 ** 40, 1.5]
+NOISE = ['normal', 'Gaussian', None, 1]
 
 
 def _kernel_rows(cls, own):
   base = dict(target_log_prob_fn=TARGET, step_size=0.1)
   rows = [(cls, base, 'step_size', NUMBER + [-0.1]),
           (cls, base, 'temperature', POSITIVE),
+          (cls, base, 'noise', NOISE),
           (cls, base, 'nonfinite', ['skip', 'Reject', None, 1]),
           (cls, base, 'target_log_prob_fn', [None, 1.0, 'f'])]
   if cls not in (tfa.mcmc.SGLD, tfa.mcmc.AdamSGLD):
@@ -66,6 +68,7 @@ def _optimizer_rows(cls, own):
           (cls, base, 'data_size', NUMBER + [0., 0.5]),
           (cls, base, 'burnin', ['10', 10.5, True, -1]),
           (cls, base, 'temperature', POSITIVE),
+          (cls, base, 'noise', NOISE),
           (cls, base, 'nonfinite', ['skip', None]),
           (cls, base, 'seed', SEED)]
   if cls not in (tfa.keras.optimizers.SGLD, tfa.keras.optimizers.AdamSGLD):
@@ -94,6 +97,14 @@ COLLECTOR = [(tfa.keras.SampleCollector, {}, name, bad) for name, bad in [
     ('nonfinite', ['ignore', None]), ('validation_data', [1, (1, 2, 3)]),
     ('stuck_steps', COUNT), ('seed', SEED)]]
 COLLECTOR_NEEDS_LIKELIHOOD = {'from_logits', 'noise_variance'}
+
+CALIBRATION = [(tfa.keras.StepSizeCalibration, {}, name, bad)
+               for name, bad in [('epochs', COUNT), ('target', [v for v in POSITIVE if v is not None] + [0.5]),
+                                 ('max_factor', NUMBER + [1., 0.5])]] + [
+    (tfa.keras.priors.HorseshoePrior, dict(data_size=10), name, bad)
+    for name, bad in [('data_size', NUMBER + [0.]),
+                      ('scale', POSITIVE + ['fan']),
+                      ('global_scale', POSITIVE)]]
 
 MONITOR = [(tfa.keras.SamplerMonitor, {}, name, bad) for name, bad in [
     ('burnin_epochs', ['2', 1.5, True, -1]), ('window', COUNT + [1]),
@@ -133,7 +144,8 @@ DRIVERS = [
                       ('num_groups', COUNT + [3]),
                       ('edges', [[0.], [1., 0.], np.zeros([2, 2])])]]
 
-ROWS = KERNELS + OPTIMIZERS + COLLECTOR + MONITOR + OTHERS + DRIVERS
+ROWS = (KERNELS + OPTIMIZERS + COLLECTOR + MONITOR + CALIBRATION + OTHERS +
+        DRIVERS)
 CASES = [(fn, base, name, value) for fn, base, name, bad in ROWS
          for value in bad]
 
