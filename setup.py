@@ -28,5 +28,7 @@ setuptools.setup(
         'bench': ['matplotlib', 'tqdm', 'scikit-learn'],
         'docs': ['sphinx>=7', 'myst-parser>=2'],
         'diagnostics': ['arviz>=0.17', 'matplotlib'],
+        # benchmarks/peers.py: the SG-MCMC library users pick in JAX.
+        'peers': ['jax', 'blackjax', 'optax', 'scikit-learn'],
     },
 )

@@ -123,8 +123,8 @@ def _linear_regression():
 
 def configurations(quick):
   """(target, sampler label, kernel factory(h), step sizes)."""
-  hs_1d = [0.01, 0.03, 0.1, 0.3] if quick else [0.003, 0.01, 0.03, 0.1, 0.3]
-  hs_lr = [1e-6, 4e-6, 1.6e-5] if quick else [3e-7, 1e-6, 3e-6, 1e-5, 3e-5]
+  hs_1d = [0.01, 0.3] if quick else [0.003, 0.01, 0.03, 0.1, 0.3]
+  hs_lr = [4e-6] if quick else [3e-7, 1e-6, 3e-6, 1e-5, 3e-5]
   out = []
   for noise_sd, target in ((0., 'gaussian'), (2., 'gaussian, noisy ĝ')):
     fn, _ = _gaussian_1d(noise_sd)
@@ -211,6 +211,8 @@ def eight_schools(quick):
           es._log_prob, h, 1., 0.5, gamma='corrected')),  # pylint: disable=protected-access
       ('SGLD', [0.01, 0.05], lambda h: tfa.mcmc.SGLD(es._log_prob, h)),  # pylint: disable=protected-access
   ]
+  if quick:  # CI: that it runs.
+    configs = [(label, hs[:1], make) for label, hs, make in configs[:2]]
   rows = []
   for label, hs, factory in configs:
     for h in hs:

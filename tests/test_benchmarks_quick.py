@@ -30,6 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ('benchmarks.yu_tables', ['yu_tables.md', 'yu_tables.png'], []),
     ('benchmarks.yu_tables', ['yu_lr_sweep.md', 'yu_learning_rates.json'],
      ['--tune', 'corrected', '--metrics', 'RMSprop']),
+    ('benchmarks.regimes', ['regimes.md', 'regimes.png'], []),
     ('benchmarks.lecture_regression', ['lecture_regression.md',
                                        'lecture_batch.png', 'lecture_tau.png'],
      []),

@@ -1,0 +1,185 @@
+"""Side by side with BlackJAX: time per SG-MCMC step on the same MLP, in one run.
+
+BlackJAX (JAX) is the SG-MCMC library users pick outside TensorFlow. Both
+sides sample the posterior of the MLP 784-400-400-10 (softmax likelihood,
+``N(0, 1)`` prior, ``N = 60000``) from the same fixed minibatch of 100
+random images, each in one compiled loop of steps (`jax.lax.scan`; our
+kernels in an XLA-compiled `tf.while_loop`), on the same CPU cores:
+
+- BlackJAX ``sgld`` and ``sghmc`` (10 leapfrog steps per call; reported per
+  gradient evaluation);
+- our `SGLD`, Γ-free `PSGLD`, and corrected `PSGLD` (which no peer has);
+- our Keras `SGLD` optimizer in `model.fit` (`jit_compile=True`).
+
+Each configuration's time per step is the best of several rounds, the
+rounds interleaved. Goals: our SGLD ≤ 1.0× BlackJAX's, corrected PSGLD ≤
+2× BlackJAX SGLD.
+
+Needs ``pip install -e '.[peers]'`` (jax, blackjax).
+
+    python -m benchmarks.peers [--quick]
+"""
+
+import os
+import time
+
+import numpy as np
+
+from benchmarks import common
+
+N, BATCH, SIZES = 60000, 100, (784, 400, 400, 10)
+
+
+def _data():
+  rng = np.random.default_rng(0)
+  return (rng.random((BATCH, SIZES[0]), np.float32),
+          rng.integers(0, SIZES[-1], BATCH).astype(np.int32))
+
+
+def _init_weights():
+  rng = np.random.default_rng(1)
+  out = []
+  for a, b in zip(SIZES[:-1], SIZES[1:]):
+    out += [(rng.normal(size=(a, b)) / np.sqrt(a)).astype(np.float32),
+            np.zeros(b, np.float32)]
+  return out
+
+
+def blackjax_steps(steps):
+  """``{name: seconds per gradient step}`` of BlackJAX's SG-MCMC kernels."""
+  import blackjax  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  x, y = _data()
+  params = [jnp.asarray(w) for w in _init_weights()]
+
+  def logprior(p):
+    return -0.5 * sum(jnp.sum(w * w) for w in p)
+
+  def loglik(p, example):
+    xi, yi = example
+    h = xi
+    for k in range(0, len(p) - 2, 2):
+      h = jax.nn.relu(h @ p[k] + p[k + 1])
+    logits = h @ p[-2] + p[-1]
+    return jax.nn.log_softmax(logits)[yi]
+
+  grad = blackjax.sgmcmc.gradients.grad_estimator(logprior, loglik, N)
+  batch = (jnp.asarray(x), jnp.asarray(y))
+  sgld = blackjax.sgld(grad)
+  sghmc = blackjax.sghmc(grad, num_integration_steps=10)
+
+  def runner(step, per_call):
+    @jax.jit
+    def run(position, key):
+      def body(pos, k):
+        return step(k, pos, batch, 1e-6), None
+      keys = jax.random.split(key, steps // per_call)
+      return jax.lax.scan(body, position, keys)[0]
+    return run
+
+  runs = {'BlackJAX sgld': (runner(sgld.step, 1), 1),
+          'BlackJAX sghmc (per gradient)': (runner(sghmc.step, 10), 10)}
+  key = jax.random.PRNGKey(0)
+  for run, _ in runs.values():  # Compile and warm up.
+    jax.block_until_ready(run(params, key))
+  return {name: (lambda run=run: jax.block_until_ready(run(params, key)))
+          for name, (run, _) in runs.items()}
+
+
+def ours_steps(steps):
+  """``{name: callable running `steps` steps}`` of our kernels and Keras SGLD."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import keras  # pylint: disable=g-import-not-at-top
+  import tfp_adaptive as tfa  # pylint: disable=g-import-not-at-top
+  x, y = _data()
+  xt, yt = tf.constant(x), tf.constant(y)
+
+  def log_prob(*p):
+    h = xt
+    for k in range(0, len(p) - 2, 2):
+      h = tf.nn.relu(tf.matmul(h, p[k]) + p[k + 1])
+    logits = tf.matmul(h, p[-2]) + p[-1]
+    nll = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=yt, logits=logits))
+    prior = 0.5 * tf.add_n([tf.reduce_sum(w * w) for w in p])
+    return -(N / BATCH) * nll - prior
+
+  kernels = {
+      'ours SGLD (kernel)': tfa.mcmc.SGLD(log_prob, 1e-6),
+      'ours PSGLD none (kernel)': tfa.mcmc.PSGLD(log_prob, 1e-6, gamma='none'),
+      'ours PSGLD corrected (kernel)': tfa.mcmc.PSGLD(log_prob, 1e-6),
+  }
+  state = [tf.constant(w) for w in _init_weights()]
+  out = {}
+  for name, kernel in kernels.items():
+    @tf.function(jit_compile=True, autograph=False)
+    def run(state, kernel=kernel):
+      results = kernel.bootstrap_results(state)
+      def body(i, s, r):
+        s, r = kernel.one_step(s, r, seed=tf.stack([i, 7]))
+        return i + 1, s, r
+      return tf.while_loop(lambda i, *_: i < steps, body,
+                           (tf.constant(0), state, results))[1]
+    run(state)  # Compile and warm up.
+    out[name] = (lambda run=run: [t.numpy() for t in run(state)][0])
+
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((SIZES[0],))] + [
+      keras.layers.Dense(n, activation='relu') for n in SIZES[1:-1]] + [
+          keras.layers.Dense(SIZES[-1])])
+  tfa.keras.priors.add_gaussian_prior(model, N, scale=1.)
+  model.compile(tfa.keras.optimizers.SGLD(1e-6, data_size=N, seed=0),
+                keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                jit_compile=True)
+  data = tf.data.Dataset.from_tensors((x, y)).repeat()
+  model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
+  out['ours SGLD (Keras fit)'] = lambda: model.fit(
+      data, steps_per_epoch=steps, epochs=1, verbose=0)
+  return out
+
+
+def measure(quick):
+  steps, rounds = (20, 1) if quick else (200, 5)
+  runs = {}
+  runs.update(blackjax_steps(steps))
+  runs.update(ours_steps(steps))
+  best = {name: np.inf for name in runs}
+  for _ in range(rounds):
+    for name, run in runs.items():
+      start = time.perf_counter()
+      run()
+      best[name] = min(best[name], (time.perf_counter() - start) / steps)
+  return best
+
+
+def main():
+  args = common.parser(__doc__.splitlines()[0]).parse_args()
+  out = common.out_dir(args.out)
+  try:
+    import blackjax  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    common.write_table(os.path.join(out, 'peers.md'),
+                       'Time per SG-MCMC step against BlackJAX (not run)',
+                       ['configuration'], [],
+                       'BlackJAX is not installed: pip install -e '
+                       '\'.[peers]\'.')
+    return
+  best = measure(args.quick)
+  ref = best['BlackJAX sgld']
+  rows = [[name, '%.3f ms' % (1e3 * t), '%.2f' % (t / ref)]
+          for name, t in best.items()]
+  import jax  # pylint: disable=g-import-not-at-top
+  import blackjax  # pylint: disable=g-import-not-at-top
+  common.write_table(
+      os.path.join(out, 'peers.md'),
+      'Time per SG-MCMC step against BlackJAX (%s)'
+      % ('quick' if args.quick else 'full'),
+      ['configuration', 'time / step', '× BlackJAX sgld'], rows,
+      'MLP 784-400-400-10, fixed minibatch of 100, N = 60000; JAX %s, '
+      'BlackJAX %s; best of interleaved rounds. Goals: our SGLD ≤ 1.0×, '
+      'corrected PSGLD ≤ 2×.' % (jax.__version__, blackjax.__version__))
+
+
+if __name__ == '__main__':
+  main()
