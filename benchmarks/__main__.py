@@ -34,6 +34,7 @@ BENCHMARKS = [
     ('lecture_regression', [], 'Bayesian linear regression (exact posterior)'),
     ('regimes', [], 'Regimes: where the samplers are biased'),
     ('calibration', [], 'Calibrated ensembles from the documented defaults'),
+    ('ensemble_memory', [], 'Memory of an ensemble on disk'),
     ('yu_tables', ['--seeds', '2'], 'Bayesian MLP on digits (Yu et al.\'s '
      'protocol)'),
 ]
