@@ -9,7 +9,9 @@ kernels in an XLA-compiled `tf.while_loop`), on the same CPU cores:
 - BlackJAX ``sgld`` and ``sghmc`` (10 leapfrog steps per call; reported per
   gradient evaluation);
 - our `SGLD`, Γ-free `PSGLD`, and corrected `PSGLD` (which no peer has);
-- our Keras `SGLD` optimizer in `model.fit` (`jit_compile=True`).
+- our Keras `SGLD` optimizer in `model.fit` (`jit_compile=True`), with
+  Gaussian and with Rademacher noise, beside Keras' plain `SGD` (no noise)
+  on the same model: the floor of a Keras step.
 
 Each configuration's time per step is the best of several rounds, the
 rounds interleaved. Goals: our SGLD ≤ 1.0× BlackJAX's, corrected PSGLD ≤
@@ -124,18 +126,27 @@ def ours_steps(steps):
     run(state)  # Compile and warm up.
     out[name] = (lambda run=run: [t.numpy() for t in run(state)][0])
 
-  keras.utils.set_random_seed(0)
-  model = keras.Sequential([keras.Input((SIZES[0],))] + [
-      keras.layers.Dense(n, activation='relu') for n in SIZES[1:-1]] + [
-          keras.layers.Dense(SIZES[-1])])
-  tfa.keras.priors.add_gaussian_prior(model, N, scale=1.)
-  model.compile(tfa.keras.optimizers.SGLD(1e-6, data_size=N, seed=0),
-                keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                jit_compile=True)
   data = tf.data.Dataset.from_tensors((x, y)).repeat()
-  model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
-  out['ours SGLD (Keras fit)'] = lambda: model.fit(
-      data, steps_per_epoch=steps, epochs=1, verbose=0)
+  optimizers = {
+      'Keras SGD (fit), no noise': lambda: keras.optimizers.SGD(1e-6),
+      'ours SGLD (Keras fit)': lambda: tfa.keras.optimizers.SGLD(
+          1e-6, data_size=N, seed=0),
+      'ours SGLD (Keras fit, rademacher noise)': lambda: (
+          tfa.keras.optimizers.SGLD(1e-6, data_size=N, seed=0,
+                                    noise='rademacher')),
+  }
+  for name, make in optimizers.items():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((SIZES[0],))] + [
+        keras.layers.Dense(n, activation='relu') for n in SIZES[1:-1]] + [
+            keras.layers.Dense(SIZES[-1])])
+    tfa.keras.priors.add_gaussian_prior(model, N, scale=1.)
+    model.compile(make(),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  jit_compile=True)
+    model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
+    out[name] = lambda model=model: model.fit(
+        data, steps_per_epoch=steps, epochs=1, verbose=0)
   return out
 
 
@@ -167,7 +178,9 @@ def main():
     return
   best = measure(args.quick)
   ref = best['BlackJAX sgld']
-  rows = [[name, '%.3f ms' % (1e3 * t), '%.2f' % (t / ref)]
+  sgd = best['Keras SGD (fit), no noise']
+  rows = [[name, '%.3f ms' % (1e3 * t), '%.2f' % (t / ref),
+           '%.2f' % (t / sgd) if 'fit' in name else '']
           for name, t in best.items()]
   import jax  # pylint: disable=g-import-not-at-top
   import blackjax  # pylint: disable=g-import-not-at-top
@@ -175,10 +188,12 @@ def main():
       os.path.join(out, 'peers.md'),
       'Time per SG-MCMC step against BlackJAX (%s)'
       % ('quick' if args.quick else 'full'),
-      ['configuration', 'time / step', '× BlackJAX sgld'], rows,
+      ['configuration', 'time / step', '× BlackJAX sgld',
+       '× Keras SGD (fit)'], rows,
       'MLP 784-400-400-10, fixed minibatch of 100, N = 60000; JAX %s, '
-      'BlackJAX %s; best of interleaved rounds. Goals: our SGLD ≤ 1.0×, '
-      'corrected PSGLD ≤ 2×.' % (jax.__version__, blackjax.__version__))
+      'BlackJAX %s; best of interleaved rounds. Goals: our SGLD ≤ 1.0× '
+      'BlackJAX sgld, corrected PSGLD ≤ 2×; Rademacher SGLD ≤ 1.1× Keras '
+      'SGD.' % (jax.__version__, blackjax.__version__))
 
 
 if __name__ == '__main__':
