@@ -162,7 +162,7 @@ def sweep(quick):
   """Rows ``(target, sampler, h, Regime, flagged, sd error, se)``."""
   rows = []
   for target, label, factory, hs in configurations(quick):
-    chains = 200 if quick else (500 if target == 'regression' else 1000)
+    chains = 200 if quick else (200 if target == 'regression' else 500)
     if target == 'regression':
       _, cov, mean = _linear_regression()
       init = np.tile(mean, (chains, 1)).astype(np.float32)
@@ -173,7 +173,7 @@ def sweep(quick):
       # Long enough for the slowest chain's relaxation at this step.
       rate = h if target != 'regression' else h * 800. * (
           0.03 if 'bias=0.001' in label or label == 'SGLD' else 0.015)
-      steps = int(min(200000, max(20000, 40. / rate)))
+      steps = int(min(100000, max(20000, 40. / rate)))
       if quick:
         steps //= 4
       kernel = factory(h)
