@@ -92,7 +92,7 @@ def main():
     child(args.child)
     return
   out = common.out_dir(args.out)
-  counts = (10, 30) if args.quick else (10, 100, 1000)
+  counts = (3, 6) if args.quick else (10, 100, 1000)
   rows = []
   for count in counts:
     directory = tempfile.mkdtemp(prefix='tfpa_members_')
