@@ -139,11 +139,7 @@ class SamplerMonitor(keras.callbacks.Callback):
     self._running = None
 
   def on_train_begin(self, logs=None):
-    opt = self.model.optimizer
-    if not isinstance(opt, optimizer_base.SamplerOptimizer):
-      raise TypeError('SamplerMonitor monitors the samplers of '
-                      'tfp_adaptive.keras.optimizers; the model is compiled '
-                      'with %s.' % type(opt).__name__)
+    opt = optimizer_base.sampler_of(self.model, 'SamplerMonitor')
     if opt.monitor_state is None:
       if not opt.built:
         opt.build(self.model.trainable_variables)

@@ -36,7 +36,8 @@ from tfp_adaptive import validation
 from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.core import tensors
 
-__all__ = ['NONFINITE_POLICIES', 'SamplerOptimizer', 'backing_variable']
+__all__ = ['NONFINITE_POLICIES', 'SamplerOptimizer', 'backing_variable',
+           'sampler_of']
 
 NONFINITE_POLICIES = ('reject', 'raise')
 
@@ -44,6 +45,16 @@ NONFINITE_POLICIES = ('reject', 'raise')
 def backing_variable(v):
   """The `tf.Variable` behind `v`: a `keras.Variable`'s value, else `v`."""
   return v.value if isinstance(v, keras.Variable) else v
+
+
+def sampler_of(model, who):
+  """``model.optimizer`` if it is a `SamplerOptimizer`, else a `TypeError` naming `who`."""
+  opt = model.optimizer
+  if not isinstance(opt, SamplerOptimizer):
+    raise TypeError('%s works with the samplers of '
+                    'tfp_adaptive.keras.optimizers; the model is compiled '
+                    'with %s.' % (who, type(opt).__name__))
+  return opt
 
 
 def _random_seed():

@@ -152,11 +152,7 @@ class StepSizeCalibration(keras.callbacks.Callback):
     self._seen = 0
 
   def on_train_begin(self, logs=None):
-    opt = self.model.optimizer
-    if not isinstance(opt, optimizer_base.SamplerOptimizer):
-      raise TypeError('StepSizeCalibration sets the learning rate of the '
-                      'samplers of tfp_adaptive.keras.optimizers; the model '
-                      'is compiled with %s.' % type(opt).__name__)
+    opt = optimizer_base.sampler_of(self.model, 'StepSizeCalibration')
     if isinstance(opt._learning_rate,  # pylint: disable=protected-access
                   keras.optimizers.schedules.LearningRateSchedule):
       raise TypeError('StepSizeCalibration needs a constant learning rate, '
