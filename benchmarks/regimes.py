@@ -29,21 +29,10 @@ import tensorflow_probability as tfp
 
 import tfp_adaptive as tfa
 from tfp_adaptive.core import regime
+from tfp_adaptive.mcmc import driver
 from benchmarks import common
 
 GROUPS = 10
-
-
-def _inner(kernel):
-  while not hasattr(kernel, 'preconditioner'):
-    kernel = kernel.inner_kernel
-  return kernel
-
-
-def _norms(results):
-  while not hasattr(results, 'step_norms'):
-    results = results.inner_results
-  return results.step_norms
 
 
 def run_moments(kernel, state, steps, burn, seed):
@@ -60,7 +49,8 @@ def run_moments(kernel, state, steps, burn, seed):
       seed, step_seed = tfp.random.split_seed(seed)
       s, r = kernel.one_step(s, r, seed=step_seed)
       keep = tf.cast(i >= burn, s.dtype)
-      norms = [a + keep * b for a, b in zip(norms, _norms(r))]
+      step = driver._find_field(r, 'step_norms')  # pylint: disable=protected-access
+      norms = [a + keep * b for a, b in zip(norms, step)]
       return (i + 1, s, r, sx + keep * s,
               sxx + keep * s[:, :, None] * s[:, None, :], norms, seed)
     zeros = tf.zeros_like(state)
@@ -71,9 +61,7 @@ def run_moments(kernel, state, steps, burn, seed):
     out = tf.while_loop(lambda i, *_: i < burn + steps, body, init)
     return out[3], out[4], tf.reduce_mean(tf.stack(out[5]), 1)  # Pooled.
   sx, sxx, norms = [x.numpy() / steps for x in run(state, seed)]
-  numbers = regime.numbers(norms, _inner(kernel).preconditioner,
-                           with_gamma=_inner(kernel).parameters.get(
-                               'gamma', 'none') != 'none')
+  numbers = driver._regime(kernel, norms, warn=False)[0]  # pylint: disable=protected-access
   chains, dim = sx.shape
   sx = sx.reshape(GROUPS, -1, dim).mean(1)
   sxx = sxx.reshape(GROUPS, -1, dim, dim).mean(1)
@@ -156,10 +144,7 @@ def configurations(quick):
 
 def _flagged(kernel, numbers):
   """Whether the library warns for a run with these numbers."""
-  inner = _inner(kernel)
-  stochastic = bool(getattr(inner.target_log_prob_fn, 'needs_seed', False))
-  return bool(regime.advice(numbers, inner.parameters, 'step_size',
-                            inner.preconditioner, stochastic))
+  return bool(driver._advice(kernel, numbers))  # pylint: disable=protected-access
 
 
 def sweep(quick):

@@ -113,14 +113,21 @@ def _regime(kernel, means, warn):
       means, inner.preconditioner,
       with_gamma=(params.get('gamma', 'none') != 'none' and
                   inner.preconditioner.is_adaptive))
-  stochastic = bool(getattr(params['target_log_prob_fn'], 'needs_seed',
-                            False))
-  messages = regime_lib.advice(regime, params, 'step_size',
-                               inner.preconditioner, stochastic)
+  messages = _advice(inner, regime)
   if warn:
     for message in messages:
       warnings.warn('%s: %s' % (type(inner).__name__, message))
   return regime, messages
+
+
+def _advice(kernel, regime):
+  """The warnings `regime` gets for `kernel` (ours or a wrapper of ours)."""
+  inner = _sampler_kernel(kernel)
+  params = inner.parameters
+  stochastic = bool(getattr(params['target_log_prob_fn'], 'needs_seed',
+                            False))
+  return regime_lib.advice(regime, params, 'step_size', inner.preconditioner,
+                           stochastic)
 
 
 class _RegimeMeans(object):
