@@ -12,7 +12,8 @@ import tensorflow as tf
 from tensorflow.python.framework import ops  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.ops import control_flow_util  # pylint: disable=g-direct-tensorflow-import
 
-__all__ = ['in_xla_context', 'maybe_merge_call', 'update_loss_tracker']
+__all__ = ['build_from_local_batch', 'in_xla_context', 'maybe_merge_call',
+           'rank_one_logs', 'update_loss_tracker']
 
 
 def in_xla_context():
@@ -46,3 +47,48 @@ def maybe_merge_call(fn, strategy, *args):
   """
   return tf.__internal__.distribute.interim.maybe_merge_call(fn, strategy,
                                                              *args)
+
+
+def build_from_local_batch(model, strategy):
+  """Makes `model.fit` build the model from the local replica's first batch.
+
+  Before its first step, Keras 3's `fit` (TensorFlow backend) reads one
+  batch to build the model and averages it over the replicas with
+  ``strategy.reduce``. Under `MultiWorkerMirroredStrategy` that reduce
+  is handed the whole ``(x, y)`` structure and fails ("Attempt to convert a
+  value (PerReplica ...)", keras-team/keras#20585), so `fit` never starts.
+  The batch only gives the shapes, so this model's build reads the local
+  replica's batch instead. Replaced on the instance only; a Keras without
+  the private ``_maybe_symbolic_build`` is left alone. A public fix in
+  Keras makes this helper unnecessary.
+  """
+  original = getattr(model, '_maybe_symbolic_build', None)
+  if original is None or getattr(original, 'from_local_batch', False):
+    return
+  def local(x):
+    if isinstance(x, tf.distribute.DistributedValues):
+      return strategy.experimental_local_results(x)[0]
+    return x
+
+  def build(iterator=None, data_batch=None):
+    if iterator is not None and data_batch is None:
+      for _, _, it in iterator:
+        data_batch = tf.nest.map_structure(local, next(it))
+        break
+    return original(data_batch=data_batch)
+  build.from_local_batch = True
+  model._maybe_symbolic_build = build  # pylint: disable=protected-access
+
+
+def rank_one_logs(logs):
+  """`logs` with every scalar given a leading axis of length 1.
+
+  Under `MultiWorkerMirroredStrategy`, Keras 3's `fit` averages the train
+  step's logs over the replicas with ``strategy.reduce("MEAN", v, axis=0)``,
+  which fails on the scalars every train step returns ("Invalid reduction
+  dimension 0 for input with 0 dimensions"). With a leading axis the same
+  reduce gives back the scalar, averaged over the replicas.
+  """
+  return tf.nest.map_structure(
+      lambda t: t[tf.newaxis] if getattr(t, 'shape', None) is not None and
+      t.shape.rank == 0 else t, logs)

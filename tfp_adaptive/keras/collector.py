@@ -16,6 +16,7 @@ import numpy as np
 import keras
 
 from tfp_adaptive import validation
+from tfp_adaptive.keras import distribute
 from tfp_adaptive.keras import ensemble as ensemble_lib
 from tfp_adaptive.keras import optimizer_base
 from tfp_adaptive.keras import predictive
@@ -45,7 +46,8 @@ class SampleCollector(keras.callbacks.Callback):
     directory: `None` (samples in memory) or a directory to stream samples
       and checkpoints to (`tfp_adaptive.keras.sample_store`: one run owns
       it, files are verified by checksum, a kill at any moment loses
-      nothing committed).
+      nothing committed). Under `MultiWorkerMirroredStrategy` only the
+      chief writes it (`tfp_adaptive.keras.distribute`).
     resume: continue the run in `directory` (call `restore` before `fit`).
     overwrite: delete the samples of a run in `directory` and start again.
     likelihood, from_logits, noise_variance: what the model's outputs mean;
@@ -133,6 +135,7 @@ class SampleCollector(keras.callbacks.Callback):
     self._unmoved = 0
     self._losses, self._collapse_warned = [], False
     self._fingerprint = None
+    self._writes = True
 
   @property
   def burnin(self):
@@ -169,11 +172,17 @@ class SampleCollector(keras.callbacks.Callback):
       self._val = ensemble_lib.validation_arrays(self.validation_data)
     if self._optimizer_nonfinite is None:
       self._optimizer_nonfinite = _nonfinite_count(opt)
-    if self._store is not None:
+    self._writes = distribute.is_chief(model.distribute_strategy)
+    if self._store is not None and self._writes:
       self._open_directory()
 
+  @property
+  def _writing(self):
+    """True if this process streams to `directory` (the chief, in multi-worker runs)."""
+    return self._store is not None and self._writes
+
   def on_train_end(self, logs=None):
-    if self._store is not None:
+    if self._writing:
       self._epoch = self._epochs_done
       self.save_checkpoint()
       self._store.release()
@@ -181,7 +190,7 @@ class SampleCollector(keras.callbacks.Callback):
   def on_epoch_begin(self, epoch, logs=None):
     self._epoch = epoch
     self._epoch_start = int(np.asarray(self.model.optimizer.iterations))
-    if self._store is not None:
+    if self._writing:
       self.save_checkpoint()
 
   def on_train_batch_end(self, batch, logs=None):
@@ -293,7 +302,7 @@ class SampleCollector(keras.callbacks.Callback):
     self._fingerprint = fingerprint
     slot = self.window.slot(self.members)
     lr = float(np.asarray(self.model.optimizer.learning_rate))
-    if slot is not None:
+    if slot is not None and (self._store is None or self._writing):
       self._keep(slot, step, lr, values)
     self._update_running(lr)
 
@@ -337,6 +346,11 @@ class SampleCollector(keras.callbacks.Callback):
     """The collected samples as a `BayesianEnsemble` (ordered by step)."""
     if self.model is None:
       raise ValueError('The collector has not been used in `fit` yet.')
+    if self._store is not None and not self._writing:
+      raise ValueError(
+          'This worker is not the chief of the MultiWorkerMirroredStrategy '
+          'run: only the chief writes the samples to %s. Load them there, '
+          'with BayesianEnsemble.load.' % self.directory)
     members = sorted(self.members, key=lambda m: m.step)
     likelihood = self.likelihood or ensemble_lib.resolve_likelihood(
         self.model, *self._likelihood_args)
@@ -447,6 +461,11 @@ class SampleCollector(keras.callbacks.Callback):
     if not self.resume:
       raise ValueError('`restore` continues a run: construct the collector '
                        'with resume=True.')
+    if distribute.is_multi_worker(model.distribute_strategy):
+      raise ValueError(
+          '`restore` under MultiWorkerMirroredStrategy is not supported: the '
+          'workers would have to read the chief\'s checkpoint in step. '
+          'Resume with one process, or start the run again.')
     self._store.acquire()
     try:
       return self._restore(model)

@@ -35,6 +35,7 @@ from tfp_adaptive import _compat
 from tfp_adaptive import validation
 from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.core import tensors
+from tfp_adaptive.keras import distribute
 
 __all__ = ['NONFINITE_POLICIES', 'SamplerOptimizer', 'backing_variable',
            'sampler_of']
@@ -141,6 +142,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         low_open=True)
     self.nonfinite = validation.check_choice('nonfinite', nonfinite,
                                              NONFINITE_POLICIES)
+    self._seed_given = seed is not None
     self.seed = _random_seed() if seed is None else validation.check_seed(
         'seed', seed)
     self._hyperparameters = dict(hyperparameters or {})
@@ -198,10 +200,34 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
           'are too coarse for Γ. Use keras.config.set_dtype_policy(\'float32\')'
           ' for sampling.' % (type(self).__name__, policy))
 
+  def _agree_on_seed(self):
+    """Under `MultiWorkerMirroredStrategy`, every worker takes the chief's seed.
+
+    The workers must draw the same noise to hold one chain. A seed drawn
+    per process (``seed=None``) is replaced by the chief's; explicit seeds
+    that differ between workers are an error.
+    """
+    strategy = tf.distribute.get_strategy()
+    if not distribute.is_multi_worker(strategy) or not tf.executing_eagerly():
+      return
+    mine = tf.constant(self.seed, tf.int64)
+    chief = distribute.is_chief(strategy)
+    total = lambda x: int(strategy.reduce(
+        tf.distribute.ReduceOp.SUM, strategy.run(lambda: x), axis=None))
+    chief_seed = total(mine if chief else tf.zeros_like(mine))
+    if self._seed_given and total(tf.cast(mine != chief_seed, tf.int64)):
+      raise ValueError(
+          '%s(seed=%d) on this worker, seed=%d on the chief: under '
+          'MultiWorkerMirroredStrategy every worker must pass the same `seed` '
+          '(or none, to take the chief\'s).' % (type(self).__name__,
+                                                self.seed, chief_seed))
+    self.seed = chief_seed
+
   def build(self, var_list):
     if self.built:
       return
     self.check_dtype_policy()
+    self._agree_on_seed()
     super().build(var_list)
     values = [tf.convert_to_tensor(v) for v in var_list]
     template = (self.preconditioner.init(values, 0),

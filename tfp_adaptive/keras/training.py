@@ -17,6 +17,7 @@ import keras
 
 from tfp_adaptive import _compat
 from tfp_adaptive.core import gamma as gamma_lib
+from tfp_adaptive.keras import distribute
 from tfp_adaptive.keras import optimizer_base
 
 __all__ = ['enable_gamma', 'gamma_enabled', 'gradients_and_gamma']
@@ -143,14 +144,15 @@ def enable_gamma(model):
   if optimizer is not None:
     _check_optimizer(optimizer)
   model.train_step = types.MethodType(_gamma_train_step, model)
+  model._tfa_gamma = True  # pylint: disable=protected-access
   model.train_function = None
+  distribute.wrap_steps(model)
   return model
 
 
 def gamma_enabled(model):
   """True if `enable_gamma` has replaced the model's train step."""
-  step = getattr(model, 'train_step', None)
-  return getattr(step, '__func__', None) is _gamma_train_step
+  return getattr(model, '_tfa_gamma', False)
 
 
 def _check_optimizer(optimizer):
