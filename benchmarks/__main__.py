@@ -51,7 +51,9 @@ def stamp():
   import tensorflow_probability as tfp  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top
   commit = _run(['git', 'rev-parse', '--short', 'HEAD']) or 'unknown'
-  if _run(['git', 'status', '--porcelain', '--untracked-files=no']):
+  # The benchmarks' own outputs (this file's figures) do not count.
+  if _run(['git', 'status', '--porcelain', '--untracked-files=no', '--',
+           '.', ':!benchmarks/RESULTS.md', ':!benchmarks/results']):
     commit += ' (with uncommitted changes)'
   cpu = platform.processor() or platform.machine()
   try:

@@ -236,8 +236,8 @@ def main():
   inside = [r for r in rows if not r[4]]
   worst = max(inside, key=lambda r: abs(r[5]) - 2 * r[6])
   note = ('%d of %d runs are inside the regime (no warning); the largest '
-          'error among them is %+.3f ± %.3f (%s, %s, h = %g), against the '
-          'documented %g. %d runs warn; the largest error of a run that '
+          'error among them, less two standard errors, is that of %+.3f ± '
+          '%.3f (%s, %s, h = %g), against the documented %g. %d runs warn; the largest error of a run that '
           'warns is %+.3f.' % (
               len(inside), len(rows), worst[5], worst[6], worst[0], worst[1],
               worst[2], regime.SD_ERROR, len(rows) - len(inside),
