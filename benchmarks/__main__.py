@@ -35,6 +35,7 @@ BENCHMARKS = [
     ('regimes', [], 'Regimes: where the samplers are biased'),
     ('calibration', [], 'Calibrated ensembles from the documented defaults'),
     ('ensemble_memory', [], 'Memory of an ensemble on disk'),
+    ('chains', [], 'Chain parallelism: K processes'),
     ('yu_tables', ['--seeds', '2'], 'Bayesian MLP on digits (Yu et al.\'s '
      'protocol)'),
 ]
