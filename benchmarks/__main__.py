@@ -25,6 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARKS = [
     ('speed', [], 'Speed'),
     ('gamma_cost', [], 'Cost of Γ against model size'),
+    ('shampoo_cost', [], 'Cost of the Shampoo metric'),
     ('monitor', [], 'SamplerMonitor: the configurational temperature'),
     ('rensmeyer_figures', [], 'Stationary densities (Rensmeyer & Niggemann, '
      'Figures 1–3)'),

@@ -119,24 +119,30 @@ def build(make_opt, hidden, steps, hvp=False):
 
 
 def measure(quick):
-  """Best time per step of every configuration; returns ``(best, hidden)``.
-
-  The full run builds each configuration three times and keeps the best: a
-  compiled model instance can stay slower in every round for reasons of its
-  own (memory layout), which would otherwise set a ratio.
-  """
+  """Best time per step of every configuration; returns ``(best, hidden)``."""
   hidden, steps, rounds = (50, 10, 1) if quick else (400, 50, 5)
-  instances = 1 if quick else 3
-  rng = np.random.default_rng(0)
-  x = rng.random((100, 784), np.float32)
-  y = rng.integers(0, 10, 100)
-  data = tf.data.Dataset.from_tensors((x, y)).repeat()
   configs = configurations(60000)
   if quick:  # CI: checks that it runs; the full run measures everything.
     configs = {k: configs[k] for k in ('SGD', 'SGD + noise',
                                        'SGD + noise + HVP',
                                        'PSGLD (corrected, Γ on 1/4 batch)',
                                        'PSGLD (corrected, Γ on 1/4 of steps)')}
+  return time_steps(configs, hidden, steps, rounds,
+                    instances=1 if quick else 3), hidden
+
+
+def time_steps(configs, hidden, steps, rounds, instances):
+  """``{name: best seconds per step}`` of `fit` on the MLP, rounds interleaved.
+
+  Each configuration is built `instances` times and the best kept: a
+  compiled model instance can stay slower in every round for reasons of
+  its own (memory layout), which would otherwise set a ratio. Random data,
+  batch 100; `steps` steps per compiled call (``steps_per_execution``).
+  """
+  rng = np.random.default_rng(0)
+  x = rng.random((100, 784), np.float32)
+  y = rng.integers(0, 10, 100)
+  data = tf.data.Dataset.from_tensors((x, y)).repeat()
   models = [(name, build(make, hidden, steps, hvp=name.endswith('HVP')))
             for _ in range(instances) for name, make in configs.items()]
   for _, model in models:  # Compile and warm up.
@@ -147,7 +153,7 @@ def measure(quick):
       start = time.perf_counter()
       model.fit(data, steps_per_epoch=4 * steps, epochs=1, verbose=0)
       best[name] = min(best[name], (time.perf_counter() - start) / (4 * steps))
-  return best, hidden
+  return best
 
 
 def table_rows(best):

@@ -56,7 +56,8 @@ KERNELS = (
     _kernel_rows(tfa.mcmc.ShampooSGRLD, [
         ('preconditioner_decay_rate', DECAY), ('epsilon', POSITIVE),
         ('update_interval', COUNT), ('max_dim', COUNT),
-        ('block_size', ['10', 10.5, True, 0, -3, 1])]) +
+        ('block_size', ['10', 10.5, True, 0, -3, 1]),
+        ('roots', ['Newton', 'qr', None, 1])]) +
     _kernel_rows(tfa.mcmc.AdamSGLD, RMS + [
         ('momentum_decay_rate', DECAY), ('drift_scale', NUMBER + [-1.]),
         ('bias_outside_sqrt', BOOL)]))
@@ -85,7 +86,8 @@ OPTIMIZERS = (
     _optimizer_rows(K.WenzelSGLD, RMS + [('update_interval', COUNT)]) +
     _optimizer_rows(K.MongeSGRLD, [('alpha2', NUMBER + [-1.])]) +
     _optimizer_rows(K.ShampooSGRLD, [('epsilon', POSITIVE),
-                                     ('max_dim', COUNT)]) +
+                                     ('max_dim', COUNT),
+                                     ('roots', ['Newton', None])]) +
     _optimizer_rows(K.AdamSGLD, RMS + [('momentum_decay_rate', DECAY)]))
 
 COLLECTOR = [(tfa.keras.SampleCollector, {}, name, bad) for name, bad in [

@@ -5,6 +5,8 @@ from tfp_adaptive.core import diffusion
 from tfp_adaptive.core import gamma
 from tfp_adaptive.core import noise
 from tfp_adaptive.core import preconditioners
+from tfp_adaptive.core import regime
+from tfp_adaptive.core import roots
 from tfp_adaptive.core import shampoo
 from tfp_adaptive.core import tensors
 from tfp_adaptive.core.diffusion import adam_sgld_drift
@@ -20,5 +22,5 @@ __all__ = [
     'Identity', 'Monge', 'RMSprop', 'Shampoo', 'Wenzel', 'adam_sgld_drift',
     'algorithms',
     'diffusion', 'gamma', 'gradient_and_gamma', 'langevin_step', 'noise',
-    'preconditioners', 'shampoo', 'tensors',
+    'preconditioners', 'regime', 'roots', 'shampoo', 'tensors',
 ]

@@ -201,7 +201,7 @@ def monge(alpha2, preconditioner_decay_rate, fallback_threshold):
 
 
 def shampoo(preconditioner_decay_rate, epsilon, update_interval, max_dim,
-            block_size=None):
+            block_size=None, roots='eigh'):
   """SGRLD in the Shampoo metric (Yu et al. 2023, Sec. 3.2)."""
   _decay('preconditioner_decay_rate', preconditioner_decay_rate)
   validation.check_number('epsilon', epsilon, low=0., low_open=True)
@@ -211,7 +211,7 @@ def shampoo(preconditioner_decay_rate, epsilon, update_interval, max_dim,
     block_size = validation.check_int('block_size', block_size, low=2)
   return Algorithm(shampoo_lib.Shampoo(
       preconditioner_decay_rate, epsilon, update_interval, max_dim,
-      block_size))
+      block_size, roots))
 
 
 def adam_sgld(preconditioner_decay_rate, momentum_decay_rate, drift_scale,

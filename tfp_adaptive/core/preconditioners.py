@@ -57,6 +57,10 @@ class Preconditioner(object):
   # Least EMA rate with minibatch gradients (`tfp_adaptive.core.regime`).
   min_decay_stochastic = 0.9
 
+  def check_gamma(self, gamma):
+    """Raises `ValueError` if this metric cannot give Γ for mode `gamma`."""
+    del gamma
+
   def init(self, params, batch_ndims):
     del params, batch_ndims
     return ()

@@ -5,10 +5,14 @@ import string
 
 import tensorflow as tf
 
+from tfp_adaptive import validation
 from tfp_adaptive.core import preconditioners
+from tfp_adaptive.core import roots as roots_lib
 from tfp_adaptive.core import tensors
 
-__all__ = ['Shampoo', 'ShampooModeState']
+__all__ = ['ROOT_METHODS', 'Shampoo', 'ShampooModeState']
+
+ROOT_METHODS = ('eigh', 'newton')
 
 # One Kronecker factor: its EMA statistic, the cached roots (value of M and
 # M^{1/2} along this mode), and what Γ needs to differentiate the root at the
@@ -43,17 +47,30 @@ class Shampoo(preconditioners.Preconditioner):
   For Γ, the root is differentiated at the cached eigendecomposition,
   ``dR = U (F ∘ Uᵀ dH U) Uᵀ`` with ``F`` the divided differences of
   ``x ↦ x^p``: exact when ``update_interval == 1``.
+
+  With ``roots='newton'`` the roots of the full factors come from the
+  coupled Newton iteration instead (`tfp_adaptive.core.roots`, matrix
+  products only, float64): ``S = (H + εI)^{-1/(4d)}`` and ``R = S²``. It
+  keeps no eigenvectors, so it cannot give Γ.
   """
 
   is_adaptive = True
 
   def __init__(self, decay, epsilon, update_interval, max_dim=1024,
-               block_size=None):
+               block_size=None, roots='eigh'):
     self.decay = decay
     self.epsilon = epsilon
     self.update_interval = update_interval
     self.max_dim = max_dim
     self.block_size = block_size
+    self.roots = validation.check_choice('roots', roots, ROOT_METHODS)
+
+  def check_gamma(self, gamma):
+    if gamma != 'none' and self.roots == 'newton':
+      raise ValueError(
+          'gamma=%r needs the eigenvectors of the Kronecker factors (Γ '
+          'differentiates their roots), which roots=\'newton\' does not '
+          'compute. Pass roots=\'eigh\', or gamma=\'none\'.' % (gamma,))
 
   # -- blocks ---------------------------------------------------------------
   def block_layout(self, event_shape):
@@ -139,6 +156,10 @@ class Shampoo(preconditioners.Preconditioner):
       return tuple(tf.cast(x, dtype) if not isinstance(x, tuple) else x
                    for x in out)
     n = int(factor.shape[-1])
+    if self.roots == 'newton':
+      p = int(round(-2. / power))  # sqrt_root = (H + εI)^{-1/p}.
+      s, _ = roots_lib.inverse_root(h + eps * tf.eye(n, dtype=tf.float64), p)
+      return tf.cast(tf.matmul(s, s), dtype), tf.cast(s, dtype), (), ()
     lam, u = tf.linalg.eigh(h + eps * tf.eye(n, dtype=tf.float64))
     lam = tf.maximum(lam, eps)
 

@@ -131,7 +131,7 @@ SHAMPOO = SamplerSpec(
     'ShampooSGRLD', 'ShampooSGRLD',
     'SGRLD in the Shampoo metric (Yu et al. 2023, Sec. 3.2): per tensor, one '
     'Kronecker factor per mode, ``M = ⊗_i (H_i + εI)^{-1/(2d)}``, roots by '
-    'a float64 eigendecomposition. ``gamma=\'corrected\'`` matches its '
+    'a float64 eigendecomposition or Newton iteration. ``gamma=\'corrected\'`` matches its '
     'predicted density on small targets but can diverge on networks: Γ '
     'differentiates the inverse roots, which blow up along nearly singular '
     'factor directions.',
@@ -141,14 +141,21 @@ SHAMPOO = SamplerSpec(
                     'persistent ridge ε > 0 added at every root '
                     'computation.'),
      Hyperparameter('update_interval', 1,
-                    'int >= 1, steps between eigendecompositions.'),
+                    'int >= 1, steps between refreshes of the inverse roots '
+                    '(the factors themselves are updated every step).'),
      Hyperparameter('max_dim', 1024,
                     'modes larger than this get a diagonal factor.'),
      Hyperparameter('block_size', None,
                     '`None` or an int >= 2: axes longer than this are split '
                     'into equal blocks (of their largest divisor <= '
                     '`block_size`), each with its own factors (Yu et al. '
-                    'Sec. 3.2, Anil et al. 2021).')),
+                    'Sec. 3.2, Anil et al. 2021).'),
+     Hyperparameter('roots', 'eigh',
+                    '``\'eigh\'`` (a float64 eigendecomposition; needed '
+                    'for Γ) or ``\'newton\'`` (the coupled Newton '
+                    'iteration, matrix products only: for accelerators, '
+                    'and ``gamma=\'none\'`` only; see the guide '
+                    '"Performance").')),
     algorithms.shampoo, True)
 
 ADAM_SGLD = SamplerSpec(

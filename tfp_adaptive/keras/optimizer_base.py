@@ -149,6 +149,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     for key, value in self._hyperparameters.items():
       setattr(self, key, value)
     self._algorithm = self._make_algorithm().with_noise(noise)
+    self._algorithm.preconditioner.check_gamma(self.gamma)
     self.noise = noise
     self._step_inputs = (None, None)
 

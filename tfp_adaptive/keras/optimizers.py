@@ -82,7 +82,10 @@ class ShampooSGRLD(_optimizer_class(specs.SHAMPOO, '_Shampoo')):
   parameter (the sum over its full modes), several times a PSGLD step on an
   MLP with wide layers (`benchmarks/keras_speed.py` measures both).
   ``block_size`` splits long axes into blocks with factors of their own:
-  smaller eigendecompositions and fewer multiply-adds.
+  smaller eigendecompositions and fewer multiply-adds. ``roots='newton'``
+  (Γ-free runs) replaces the eigendecomposition by matrix products
+  (`tfp_adaptive.core.roots`); `benchmarks/shampoo_cost.py` compares the
+  two.
   """
 
   def build(self, var_list):
@@ -91,10 +94,11 @@ class ShampooSGRLD(_optimizer_class(specs.SHAMPOO, '_Shampoo')):
     super().build(var_list)
     widest = max([n for v in var_list
                   for n in self.preconditioner.factor_sizes(v.shape)] + [0])
-    if widest > 256:
+    if widest > 256 and self.roots == 'eigh':
       warnings.warn(
           'ShampooSGRLD: a %d-wide Kronecker factor is eigendecomposed every '
           '%d step(s); compiled with XLA on CPU (`jit_compile=True`; Keras\' '
           '"auto" does not use XLA on CPU-only machines) this is very slow. '
-          'There, use jit_compile=False, a smaller max_dim or block_size, '
-          'or a larger update_interval.' % (widest, self.update_interval))
+          'There, use roots=\'newton\' (without Γ), jit_compile=False, a '
+          'smaller max_dim or block_size, or a larger update_interval.'
+          % (widest, self.update_interval))
