@@ -38,22 +38,20 @@ def _data():
           rng.integers(0, SIZES[-1], BATCH).astype(np.int32))
 
 
-def _init_weights():
+def init_weights(sizes=SIZES):
+  """The MLP's starting weights (scaled normal kernels, zero biases), both sides."""
   rng = np.random.default_rng(1)
   out = []
-  for a, b in zip(SIZES[:-1], SIZES[1:]):
+  for a, b in zip(sizes[:-1], sizes[1:]):
     out += [(rng.normal(size=(a, b)) / np.sqrt(a)).astype(np.float32),
             np.zeros(b, np.float32)]
   return out
 
 
-def blackjax_steps(steps):
-  """``{name: seconds per gradient step}`` of BlackJAX's SG-MCMC kernels."""
-  import blackjax  # pylint: disable=g-import-not-at-top
+def jax_log_densities():
+  """``(log prior, log-likelihood of one example)`` of the MLP, in JAX, for BlackJAX."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  x, y = _data()
-  params = [jnp.asarray(w) for w in _init_weights()]
 
   def logprior(p):
     return -0.5 * sum(jnp.sum(w * w) for w in p)
@@ -63,10 +61,18 @@ def blackjax_steps(steps):
     h = xi
     for k in range(0, len(p) - 2, 2):
       h = jax.nn.relu(h @ p[k] + p[k + 1])
-    logits = h @ p[-2] + p[-1]
-    return jax.nn.log_softmax(logits)[yi]
+    return jax.nn.log_softmax(h @ p[-2] + p[-1])[yi]
+  return logprior, loglik
 
-  grad = blackjax.sgmcmc.gradients.grad_estimator(logprior, loglik, N)
+
+def blackjax_steps(steps):
+  """``{name: seconds per gradient step}`` of BlackJAX's SG-MCMC kernels."""
+  import blackjax  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  x, y = _data()
+  params = [jnp.asarray(w) for w in init_weights()]
+  grad = blackjax.sgmcmc.gradients.grad_estimator(*jax_log_densities(), N)
   batch = (jnp.asarray(x), jnp.asarray(y))
   sgld = blackjax.sgld(grad)
   sghmc = blackjax.sghmc(grad, num_integration_steps=10)
@@ -112,7 +118,7 @@ def ours_steps(steps):
       'ours PSGLD none (kernel)': tfa.mcmc.PSGLD(log_prob, 1e-6, gamma='none'),
       'ours PSGLD corrected (kernel)': tfa.mcmc.PSGLD(log_prob, 1e-6),
   }
-  state = [tf.constant(w) for w in _init_weights()]
+  state = [tf.constant(w) for w in init_weights()]
   out = {}
   for name, kernel in kernels.items():
     @tf.function(jit_compile=True, autograph=False)

@@ -96,7 +96,11 @@ class Predictive(object):
 
 
 def classification_metrics(probs, labels, num_bins=15):
-  """Log-likelihood, accuracy, ECE and Brier of predictive probabilities.
+  """Log-likelihood, accuracy, ECE, Brier and confidence of predictive probabilities.
+
+  ``confidence`` is the mean of the largest probability; ``confidence −
+  accuracy`` says the direction that ECE does not (negative:
+  under-confident).
 
   Args:
     probs: ``[n, K]`` probabilities.
@@ -124,6 +128,7 @@ def classification_metrics(probs, labels, num_bins=15):
       'accuracy': float(np.mean(np.argmax(probs, -1) == labels)),
       'ece': float(ece),
       'brier': float(np.mean(np.sum((probs - onehot) ** 2, -1))),
+      'confidence': float(np.mean(np.max(probs, -1))),
   }
 
 

@@ -1,0 +1,211 @@
+"""Time to a held-out log-likelihood: BlackJAX's sgld against our SGLD and corrected PSGLD.
+
+The posterior of an MLP 64-100-100-10 (softmax likelihood, ``N(0, 1)``
+prior) on scikit-learn's digits (1,300 training images, 497 held out),
+minibatches of 100 drawn with replacement at every step, every chain
+started from the same weights:
+
+- BlackJAX ``sgld`` (``θ + ε ∇û + sqrt(2ε) ξ``, with ``ε = h/2``, the same
+  chain law as our SGLD at ``h``), in `jax.lax.scan`;
+- our `SGLD` kernel at the same ``h``, and our corrected `PSGLD`
+  (``diagonal_bias`` 1e-3) at ``h_psgld``, each in an XLA-compiled
+  `tf.while_loop` with the minibatch drawn inside
+  (`tfp_adaptive.minibatch.MinibatchLogProb`).
+
+Each runs in compiled chunks of 100 steps. After each chunk the current
+weights' held-out probabilities join a running average (from the
+``--burnin`` chunk on) whose log-likelihood is recorded against the time
+spent in the compiled chunks (evaluation not counted). Reported: the time
+and the steps until the running ensemble's held-out log-likelihood first
+reaches ``--target``, and its final value. Same threads on both sides.
+
+    python -m benchmarks.peers_loglik [--quick]
+"""
+
+import os
+import time
+
+import numpy as np
+
+from benchmarks import common
+from benchmarks import peers
+
+SIZES, BATCH, CHUNK = (64, 100, 100, 10), 100, 100
+
+
+def _test_probs(params, xt):
+  h = xt
+  for k in range(0, len(params) - 2, 2):
+    h = np.maximum(h @ params[k] + params[k + 1], 0.)
+  logits = h @ params[-2] + params[-1]
+  logits = logits - logits.max(-1, keepdims=True)
+  p = np.exp(logits)
+  return p / p.sum(-1, keepdims=True)
+
+
+def blackjax_chunk(x, y, h):
+  """``run(params, key) -> params`` of `CHUNK` BlackJAX sgld steps (compiled)."""
+  import blackjax  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  n = len(x)
+  xj, yj = jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.int32)
+  sgld = blackjax.sgld(blackjax.sgmcmc.gradients.grad_estimator(
+      *peers.jax_log_densities(), n))
+
+  @jax.jit
+  def run(params, key):
+    def body(pos, k):
+      k_batch, k_step = jax.random.split(k)
+      rows = jax.random.randint(k_batch, (BATCH,), 0, n)
+      return sgld.step(k_step, pos, (xj[rows], yj[rows]), h / 2.), None
+    return jax.lax.scan(body, params, jax.random.split(key, CHUNK))[0]
+
+  def chunk(params, i):
+    out = run(params, jax.random.fold_in(jax.random.PRNGKey(0), i))
+    return jax.block_until_ready(out)
+  return chunk, lambda w: [jnp.asarray(a) for a in w], (
+      lambda p: [np.asarray(a) for a in p])
+
+
+def ours_chunk(x, y, kernel_name, h):
+  """Like `blackjax_chunk`, for our kernel `kernel_name`."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tfp_adaptive as tfa  # pylint: disable=g-import-not-at-top
+
+  def loglik(parts, batch):
+    xb, yb = batch
+    h_ = xb
+    for k in range(0, len(parts) - 2, 2):
+      h_ = tf.nn.relu(tf.matmul(h_, parts[k]) + parts[k + 1])
+    logits = tf.matmul(h_, parts[-2]) + parts[-1]
+    return -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=yb,
+                                                           logits=logits)
+
+  def logprior(parts):
+    return -0.5 * tf.add_n([tf.reduce_sum(w * w) for w in parts])
+
+  target = tfa.minibatch.MinibatchLogProb(
+      loglik, (tf.constant(x, tf.float32), tf.constant(y, tf.int32)), BATCH,
+      log_prior_fn=logprior)
+  if kernel_name == 'SGLD':
+    kernel = tfa.mcmc.SGLD(target, h)
+  else:
+    kernel = tfa.mcmc.PSGLD(target, h, gamma='corrected')
+
+  @tf.function(jit_compile=True, autograph=False)
+  def run(state, results, i):
+    def body(j, s, r):
+      s, r = kernel.one_step(s, r, seed=tf.stack([i, j]))
+      return j + 1, s, r
+    _, s, r = tf.while_loop(lambda j, *_: j < CHUNK, body,
+                            (tf.constant(0), state, results))
+    return s, r
+
+  holder = {}
+
+  def start(weights):
+    state = [tf.constant(w) for w in weights]
+    holder['results'] = kernel.bootstrap_results(state)
+    return state
+
+  def chunk(state, i):
+    state, holder['results'] = run(state, holder['results'], tf.constant(i))
+    state[0].numpy()  # Waits for the chunk, as block_until_ready.
+    return state
+  return chunk, start, lambda s: [t.numpy() for t in s]
+
+
+def trajectory(chunk, start, to_numpy, xt, yt, chunks, burnin):
+  """``[(seconds, steps, held-out LL of the running ensemble)]``, one per chunk after burn-in."""
+  state = start(peers.init_weights(SIZES))
+  state = chunk(state, -1)  # Compile and warm up (not timed, not sampled).
+  state = start(peers.init_weights(SIZES))
+  total, seconds, out = None, 0., []
+  for i in range(chunks):
+    t0 = time.perf_counter()
+    state = chunk(state, i)
+    seconds += time.perf_counter() - t0
+    if i < burnin:
+      continue
+    probs = _test_probs(to_numpy(state), xt)
+    total = probs if total is None else total + probs
+    mean = total / (i - burnin + 1)
+    ll = float(np.mean(np.log(np.maximum(mean[np.arange(len(yt)), yt],
+                                         1e-300))))
+    out.append((seconds, (i + 1) * CHUNK, ll))
+  return out
+
+
+def main():
+  p = common.parser(__doc__.splitlines()[0])
+  p.add_argument('--h', type=float, default=1e-4, help='SGLD step h')
+  p.add_argument('--h-psgld', type=float, default=1e-5,
+                 help='corrected PSGLD step h')
+  p.add_argument('--target', type=float, default=-0.15,
+                 help='held-out log-likelihood to reach')
+  p.add_argument('--burnin', type=int, default=5, help='chunks of burn-in')
+  args = p.parse_args()
+  out = common.out_dir(args.out)
+  try:
+    import blackjax  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    common.write_table(os.path.join(out, 'peers_loglik.md'),
+                       'Time to a held-out log-likelihood (not run)',
+                       ['sampler'], [], 'BlackJAX is not installed: pip '
+                       'install -e \'.[peers]\'.')
+    return
+  x, y, xt, yt = common.load_dataset('digits')
+  x, xt = x.astype(np.float32), xt.astype(np.float32)
+  chunks = 12 if args.quick else 200
+  runs = {
+      'BlackJAX sgld (h = %g)' % args.h: blackjax_chunk(x, y, args.h),
+      'ours SGLD (h = %g)' % args.h: ours_chunk(x, y, 'SGLD', args.h),
+      'ours PSGLD corrected (h = %g)' % args.h_psgld: ours_chunk(
+          x, y, 'PSGLD', args.h_psgld),
+  }
+  rows, curves = [], {}
+  for name, (chunk, start, to_numpy) in runs.items():
+    curve = trajectory(chunk, start, to_numpy, xt, yt, chunks, args.burnin)
+    curves[name] = curve
+    hit = next((c for c in curve if c[2] >= args.target), None)
+    rows.append([name, '%.1f s' % hit[0] if hit else 'not reached',
+                 str(hit[1]) if hit else '', '%.4f' % curve[-1][2],
+                 '%.3f ms' % (1e3 * curve[-1][0] / (chunks * CHUNK))])
+    print(rows[-1], flush=True)
+  first = rows[0][1]
+  for r in rows:
+    if r[1].endswith(' s') and first.endswith(' s'):
+      r.append('%.2f' % (float(r[1][:-2]) / float(first[:-2])))
+    else:
+      r.append('')
+  plot(curves, args.target, os.path.join(out, 'peers_loglik.png'))
+  common.write_table(
+      os.path.join(out, 'peers_loglik.md'),
+      'Time to a held-out log-likelihood of %g (%s)'
+      % (args.target, 'quick' if args.quick else 'full'),
+      ['sampler', 'time to target', 'steps to target', 'final held-out LL',
+       'time / step', 'time × BlackJAX\'s'], rows,
+      'MLP 64-100-100-10 on digits, minibatch 100, %d chunks of %d steps, '
+      'the running ensemble from chunk %d; times: compiled chunks only.'
+      % (chunks, CHUNK, args.burnin))
+
+
+def plot(curves, target, path):
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(6, 3.5))
+  for name, curve in curves.items():
+    ax.plot([c[0] for c in curve], [c[2] for c in curve], label=name)
+  ax.axhline(target, color='gray', ls=':', label='target')
+  ax.set_xlabel('sampling time (s)')
+  ax.set_ylabel('held-out log-likelihood')
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+if __name__ == '__main__':
+  main()
