@@ -46,14 +46,17 @@ def test_xla_normal_is_standard_normal():
   assert abs(np.corrcoef(a, b)[0, 1]) < 5 / np.sqrt(n)
 
 
-def test_rademacher_probes_are_fair_signs():
+@pytest.mark.parametrize('jit', [False, True])
+def test_rademacher_probes_are_fair_signs(jit):
   n = 10**6
   draw = tf.function(lambda s: noise.rademacher([tf.zeros([n]), tf.zeros([])],
-                                                s), jit_compile=True)
+                                                s), jit_compile=jit)
   z, scalar = [x.numpy() for x in draw(tf.constant([5, 9]))]
   assert set(np.unique(z)) == {-1., 1.} and scalar in (-1., 1.)
   assert abs(z.mean()) < 5 / np.sqrt(n)
-  assert abs(np.mean(z[1:] * z[:-1])) < 5 / np.sqrt(n)
+  # Neighbours within a random word (lags 1-3), across words (4) and further.
+  for lag in (1, 2, 3, 4, 32):
+    assert abs(np.mean(z[lag:] * z[:-lag])) < 5 / np.sqrt(n), lag
 
 
 @pytest.mark.parametrize('jit', [False, True])

@@ -73,7 +73,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     burnin: int >= 0; no noise while ``iterations <= burnin``.
     temperature: ``τ > 0`` (1 = Bayes posterior; < 1 cold posterior).
     noise: the law of the injected ``ξ``: ``'gaussian'`` (default) or
-      ``'rademacher'`` (±1, one random bit per weight; as the kernels').
+      ``'rademacher'`` (±1, one random sign per weight; as the kernels').
     gamma: ``'none' | 'original' | 'corrected'``; anything but ``'none'``
       needs the loss, see `tfp_adaptive.keras.enable_gamma`.
     gamma_estimator: ``'hutchinson' | 'exact'``.

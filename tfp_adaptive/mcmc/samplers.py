@@ -12,7 +12,7 @@ Arguments common to all of them:
 - ``temperature``: ``τ > 0`` (1 = Bayes posterior).
 - ``noise``: the law of the injected ``ξ``, ``'gaussian'`` (default) or
   ``'rademacher'`` (±1 with equal probability: the two-point noise of a
-  weak order-1 scheme, one random bit per parameter; see the guide on
+  weak order-1 scheme, one random sign per parameter; see the guide on
   performance for when not to use it).
 - ``gamma``: ``'none' | 'original' | 'corrected'`` (see
   `tfp_adaptive.core.gamma`).
