@@ -31,6 +31,8 @@ BENCHMARKS = [
      'Figures 1–3)'),
     ('tfp_side_by_side', [], 'Side by side with TFP\'s pSGLD optimizer'),
     ('peers', [], 'Side by side with BlackJAX (needs the peers extra)'),
+    ('peers_loglik', [], 'Time to a held-out log-likelihood against BlackJAX '
+     '(needs the peers extra)'),
     ('yu_funnel', [], 'Neal\'s funnel (Yu et al.)'),
     ('lecture_regression', [], 'Bayesian linear regression (exact posterior)'),
     ('regimes', [], 'Regimes: where the samplers are biased'),
