@@ -36,6 +36,15 @@ class NoisySGD(keras.optimizers.SGD):
     super().update_step(gradient + 1e-6 * noise, variable, learning_rate)
 
 
+class RademacherSGD(keras.optimizers.SGD):
+  """SGD plus one ±1 per parameter, drawn as the samplers draw it: the floor of ``noise='rademacher'``."""
+
+  def update_step(self, gradient, variable, learning_rate):
+    seed = tf.stack([tf.cast(self.iterations, tf.int32), 0])
+    noise = tfa.core.noise.rademacher([variable], seed)[0]
+    super().update_step(gradient + 1e-6 * noise, variable, learning_rate)
+
+
 def _hvp_train_step(self, data):
   """Train step of "SGD + noise + HVP": also takes the Hessian-vector product Γ needs.
 
@@ -72,6 +81,7 @@ def configurations(data_size):
   return {
       'SGD': lambda: keras.optimizers.SGD(1e-3),
       'SGD + noise': lambda: NoisySGD(1e-3),
+      'SGD + Rademacher noise': lambda: RademacherSGD(1e-3),
       'SGD + noise + HVP': lambda: NoisySGD(1e-3),
       'SGLD': lambda: opt.SGLD(1e-6, **kw),
       'SGLD (rademacher noise)': lambda: opt.SGLD(1e-6, noise='rademacher',
@@ -168,6 +178,9 @@ def table_rows(best):
     elif (name.startswith('MongeSGRLD (corrected')
           and 'MongeSGRLD (none)' in best):
       extra = 'Γ: %.2f× Monge (none)' % (t / best['MongeSGRLD (none)'])
+    elif name.startswith('SGLD (rademacher') and 'SGD + Rademacher noise' in best:
+      extra = '%.2f× SGD + Rademacher noise' % (
+          t / best['SGD + Rademacher noise'])
     elif name == 'SGD + noise + HVP':
       extra = 'HVP alone: +%.3f ms' % (1e3 * (t - noisy))
     if extra.startswith('Γ') and floor and 'corrected)' in name:
