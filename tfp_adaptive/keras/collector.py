@@ -302,7 +302,7 @@ class SampleCollector(keras.callbacks.Callback):
     self._fingerprint = fingerprint
     slot = self.window.slot(self.members)
     lr = float(np.asarray(self.model.optimizer.learning_rate))
-    if slot is not None and (self._store is None or self._writing):
+    if slot is not None and self._writes:
       self._keep(slot, step, lr, values)
     self._update_running(lr)
 
