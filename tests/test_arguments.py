@@ -31,7 +31,7 @@ NOISE = ['normal', 'Gaussian', None, 1]
 
 def _kernel_rows(cls, own):
   base = dict(target_log_prob_fn=TARGET, step_size=0.1)
-  rows = [(cls, base, 'step_size', NUMBER + [-0.1]),
+  rows = [(cls, base, 'step_size', POSITIVE),
           (cls, base, 'temperature', POSITIVE),
           (cls, base, 'noise', NOISE),
           (cls, base, 'nonfinite', ['skip', 'Reject', None, 1]),
@@ -94,10 +94,14 @@ COLLECTOR = [(tfa.keras.SampleCollector, {}, name, bad) for name, bad in [
     ('burnin', ['10', 10.5, True, None, -1]), ('thinning', COUNT),
     ('max_samples', COUNT[:3] + COUNT[4:]), ('window', ['all', None]),
     ('unit', ['steps', None]), ('directory', [1, ['a']]),
-    ('likelihood', ['softmax', 'mse', 1]), ('from_logits', ['True', 1]),
+    ('likelihood', ['softmax', 'mse', 1]), ('from_logits', BOOL[:-1]),
     ('noise_variance', [v for v in POSITIVE if v is not None]), ('weighting', ['lr', None]),
     ('nonfinite', ['ignore', None]), ('validation_data', [1, (1, 2, 3)]),
     ('stuck_steps', COUNT), ('seed', SEED)]]
+# The same without a likelihood: checked at construction, not at `fit`.
+COLLECTOR += [(tfa.keras.SampleCollector, {}, 'from_logits_alone', BOOL[:-1]),
+              (tfa.keras.SampleCollector, {}, 'noise_variance_alone',
+               [0., -1., '1'])]
 COLLECTOR_NEEDS_LIKELIHOOD = {'from_logits', 'noise_variance'}
 
 CALIBRATION = [(tfa.keras.StepSizeCalibration, {}, name, bad)
@@ -113,7 +117,33 @@ MONITOR = [(tfa.keras.SamplerMonitor, {}, name, bad) for name, bad in [
     ('tolerance', NUMBER + [-0.1]),
     ('min_steps', COUNT), ('validation_data', [1, (1, 2, 3)])]]
 
+_MODEL = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+L = tfa.keras.likelihoods
 OTHERS = [
+    (tfa.keras.BayesianEnsemble, dict(model=_MODEL, members=[],
+                                      likelihood='categorical'),
+     'from_logits', BOOL[:-1]),
+    (tfa.keras.BayesianEnsemble, dict(model=_MODEL, members=[],
+                                      likelihood='gaussian'),
+     'noise_variance', [0., -1., '1', True]),
+    (tfa.keras.BayesianEnsemble, dict(model=_MODEL, members=[],
+                                      likelihood='gaussian'),
+     'weighting', ['lr', None]),
+    (L.Bernoulli, {}, 'from_logits', BOOL),
+    (L.Categorical, {}, 'from_logits', BOOL),
+    (L.Gaussian, {}, 'noise_variance', [0., -1., '1', True]),
+    (tfa.keras.priors.add_gaussian_prior, dict(model=_MODEL, data_size=10),
+     'biases', BOOL),
+    (tfa.keras.priors.add_horseshoe_prior, dict(model=_MODEL, data_size=10),
+     'global_scale', POSITIVE),
+    (tfa.keras.schedules.Cyclical,
+     dict(initial_learning_rate=0.1, cycle_length=10),
+     'initial_learning_rate', POSITIVE),
+    (tfa.keras.schedules.TemperatureRamp, dict(start=0.1), 'start', POSITIVE),
+    (tfa.keras.schedules.TemperatureRamp, dict(start=0.1), 'end', POSITIVE),
+    (tfa.plot.reliability_diagram,
+     dict(probs=np.ones([3, 2]) / 2, labels=np.zeros(3, int)), 'num_bins',
+     COUNT),
     (tfa.schedules.PolynomialDecay, dict(scale=0.1), 'scale', POSITIVE),
     (tfa.schedules.PolynomialDecay, dict(scale=0.1), 'power', NUMBER + [2.]),
     (tfa.keras.schedules.Cyclical,
@@ -139,12 +169,16 @@ DRIVERS = [
     (SAMPLE, dict(num_results=5, progress=False), name, bad)
     for name, bad in [('num_results', COUNT), ('num_burnin_steps', ['1', -1]),
                       ('num_steps_between_results', ['1', -1]),
-                      ('chunk_size', COUNT), ('stuck_steps', COUNT)]] + [
+                      ('chunk_size', COUNT), ('stuck_steps', COUNT),
+                      ('progress', BOOL), ('jit_compile', BOOL)]] + [
     (HIST, dict(num_steps=5, edges=np.linspace(-1, 1, 5), progress=False),
      name, bad)
     for name, bad in [('num_steps', COUNT), ('chunk_steps', COUNT),
                       ('num_groups', COUNT + [3]),
-                      ('edges', [[0.], [1., 0.], np.zeros([2, 2])])]]
+                      ('edges', [[0.], [1., 0.], np.zeros([2, 2])]),
+                      ('progress', BOOL), ('jit_compile', BOOL)]] + [
+    (functools.partial(tfa.mcmc.check_regime, tfa.mcmc.SGLD(TARGET, 0.1)),
+     dict(step_norms=[np.ones([2])] * 4), 'warn', BOOL)]
 
 ROWS = (KERNELS + OPTIMIZERS + COLLECTOR + MONITOR + CALIBRATION + OTHERS +
         DRIVERS)
@@ -161,8 +195,10 @@ def _id(case):
 @pytest.mark.parametrize('case', CASES, ids=[_id(c) for c in CASES])
 def test_bad_argument_is_named(case):
   fn, base, name, value = case
+  name = name.replace('_alone', '')
   kwargs = dict(base, **{name: value})
-  if fn is tfa.keras.SampleCollector and name in COLLECTOR_NEEDS_LIKELIHOOD:
+  if (fn is tfa.keras.SampleCollector and name in COLLECTOR_NEEDS_LIKELIHOOD
+      and not case[2].endswith('_alone')):
     kwargs.setdefault('likelihood', 'gaussian' if name == 'noise_variance'
                       else 'categorical')
   with pytest.raises((TypeError, ValueError)) as info:

@@ -7,7 +7,7 @@ during eviction), then resumes. After each kill the committed manifest and every
 lists must verify. The interrupted run must end with exactly the members,
 and bitwise the same member weights and final weights, as an uninterrupted
 run (CPU, same seeds, ``shuffle=False``). `TFPA_KILLS` sets the number of
-kills (default 30).
+kills (default 20; the slow runs use hundreds).
 """
 
 import json
@@ -27,7 +27,7 @@ from tfp_adaptive.keras import sample_store
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-KILLS = int(os.environ.get('TFPA_KILLS', '30'))
+KILLS = int(os.environ.get('TFPA_KILLS', '20'))
 EPOCHS = max(300, 10 * KILLS)  # Long enough to outlast the kills.
 
 

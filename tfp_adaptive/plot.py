@@ -9,6 +9,8 @@ import importlib
 
 import numpy as np
 
+from tfp_adaptive import validation
+
 __all__ = ['reliability_diagram', 'temperature']
 
 
@@ -64,6 +66,7 @@ def reliability_diagram(probs, labels, num_bins=10, ax=None):
   Returns:
     The axis. A calibrated predictor lies on the diagonal.
   """
+  validation.check_int('num_bins', num_bins)
   probs = np.asarray(probs, np.float64)
   labels = np.asarray(labels).reshape(-1)
   conf = probs.max(-1)

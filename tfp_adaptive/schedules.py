@@ -33,10 +33,10 @@ class PolynomialDecay(object):
 
 
 def as_schedule(step_size, name='step_size'):
-  """Validates a constant step size (>= 0) or passes a callable through."""
+  """Validates a constant step size (> 0: a zero step freezes the chain) or passes a callable through."""
   if callable(step_size):
     return step_size
-  validation.check_number(name, step_size, low=0.)
+  validation.check_number(name, step_size, low=0., low_open=True)
   return step_size
 
 

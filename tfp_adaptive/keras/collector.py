@@ -113,8 +113,7 @@ class SampleCollector(keras.callbacks.Callback):
     self._entries = {}   # Manifest entry per member path.
     self._pinned = {}    # Entries of the members at the last checkpoint.
     self._likelihood_args = (likelihood, from_logits, noise_variance)
-    if likelihood is not None:  # Checked now; `None` is read at `fit`.
-      ensemble_lib.resolve_likelihood(None, *self._likelihood_args)
+    ensemble_lib.check_likelihood_args(*self._likelihood_args)
     self.weighting = validation.check_choice(
         'weighting', weighting, ensemble_lib.WEIGHTINGS)
     self.nonfinite = validation.check_choice('nonfinite', nonfinite,

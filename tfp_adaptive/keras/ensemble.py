@@ -66,6 +66,7 @@ class BayesianEnsemble(object):
       raise TypeError('`model` must be a keras.Model. Received: %r' % (model,))
     self.model = model
     self.members = list(members)
+    check_likelihood_args(None, from_logits, noise_variance)
     self.likelihood = resolve_likelihood(model, likelihood, from_logits,
                                          noise_variance)
     self.weighting = validation.check_choice('weighting', weighting,
@@ -319,6 +320,17 @@ class BayesianEnsemble(object):
                                          % directory)
     return cls(model, members, likelihood=manifest.get('likelihood'),
                weighting=manifest.get('weighting', 'uniform'))
+
+
+def check_likelihood_args(likelihood, from_logits, noise_variance):
+  """Checks the arguments now, also those that are read with the loss only at `fit`."""
+  if from_logits is not None:
+    validation.check_bool('from_logits', from_logits)
+  if noise_variance is not None:
+    validation.check_number('noise_variance', noise_variance, low=0.,
+                            low_open=True)
+  if likelihood is not None:
+    resolve_likelihood(None, likelihood, from_logits, noise_variance)
 
 
 def resolve_likelihood(model, likelihood, from_logits, noise_variance):

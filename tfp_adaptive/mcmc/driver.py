@@ -98,6 +98,7 @@ def check_regime(kernel, step_norms, warn=True):
     ...     trace_fn=lambda _, r: r.step_norms)
     >>> tfa.mcmc.check_regime(kernel, norms)
   """
+  validation.check_bool('warn', warn)
   means = [np.mean(np.asarray(x, np.float64)) for x in step_norms]
   return _regime(kernel, means, warn)[0]
 
@@ -198,6 +199,8 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
                        low=0)
   validation.check_int('chunk_size', chunk_size)
   validation.check_int('stuck_steps', stuck_steps)
+  validation.check_bool('progress', progress)
+  validation.check_bool('jit_compile', jit_compile)
   seed = tfp.random.sanitize_seed(seed)
   key = ('sample', trace_fn, num_steps_between_results, jit_compile)
   runners = _RUNNERS.setdefault(kernel, {})
@@ -241,15 +244,37 @@ def _sample_runner(kernel, trace_fn, num_steps_between_results, jit_compile):
   """A compiled `sample_chain` chunk; cached per kernel so calls reuse traces."""
   trace = trace_fn if trace_fn is not None else (lambda *_: ())
 
-  @tf.function(jit_compile=jit_compile, autograph=False)
   def run(state, results, n, burn, chunk_seed):
-    return tfp.mcmc.sample_chain(
-        n, state, previous_kernel_results=results, kernel=kernel,
-        num_burnin_steps=burn,
-        num_steps_between_results=num_steps_between_results,
-        trace_fn=lambda s, r: (trace(s, r), _find_field(r, 'step_norms') or ()),
-        seed=chunk_seed,
-        return_final_kernel_results=True)
+    with warnings.catch_warnings():
+      # TFP warns that a kernel without a Metropolis correction is "not
+      # calibrated". That is what these samplers are by design; their
+      # discretisation bias is checked by the regime numbers instead.
+      warnings.filterwarnings('ignore', message=_NOT_CALIBRATED)
+      return tfp.mcmc.sample_chain(
+          n, state, previous_kernel_results=results, kernel=kernel,
+          num_burnin_steps=burn,
+          num_steps_between_results=num_steps_between_results,
+          trace_fn=lambda s, r: (trace(s, r),
+                                 _find_field(r, 'step_norms') or ()),
+          seed=chunk_seed,
+          return_final_kernel_results=True)
+  return _compiled(run, jit_compile)
+
+
+_NOT_CALIBRATED = '.*supplied `TransitionKernel` is not calibrated'
+
+
+def _compiled(fn, jit_compile):
+  """`tf.function` of a runner, without TensorFlow's retracing warning.
+
+  Each kernel gets runners of its own, each traced once per chunk length
+  (at most three: the first chunk with its burn-in, the full chunks and the
+  last one). TensorFlow counts traces by the Python code they come from,
+  so a few kernels run one after another look to it like one function
+  retraced in a loop, and it warns about a cost the user did not cause.
+  """
+  run = tf.function(fn, jit_compile=jit_compile, autograph=False)
+  run._omit_frequent_tracing_warning = True  # pylint: disable=protected-access
   return run
 
 
@@ -282,6 +307,8 @@ def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
   validation.check_int('chunk_steps', chunk_steps)
   validation.check_int('num_groups', num_groups)
   validation.check_int('stuck_steps', stuck_steps)
+  validation.check_bool('progress', progress)
+  validation.check_bool('jit_compile', jit_compile)
   edges = np.asarray(edges, np.float64)
   if edges.ndim != 1 or len(edges) < 2 or np.any(np.diff(edges) <= 0):
     raise ValueError('`edges` must be a 1-D increasing array of at least 2 '
@@ -336,7 +363,6 @@ _RUNNERS = weakref.WeakKeyDictionary()
 
 def _histogram_runner(kernel, lo, hi, nbins, num_groups, offsets, jit_compile):
   """An XLA-compiled loop of `n` steps adding every visited state to counts."""
-  @tf.function(jit_compile=jit_compile, autograph=False)
   def run(state, results, n, run_seed):
     dtype = state.dtype
 
@@ -357,4 +383,4 @@ def _histogram_runner(kernel, lo, hi, nbins, num_groups, offsets, jit_compile):
          tf.zeros([num_groups * (nbins + 1)], tf.int64),
          [tf.zeros_like(state)] * 4, run_seed))
     return s, r, counts, norms
-  return run
+  return _compiled(run, jit_compile)
