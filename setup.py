@@ -24,6 +24,7 @@ setuptools.setup(
     ],
     extras_require={
         'test': ['pytest', 'pytest-xdist', 'scikit-learn', 'matplotlib', 'tqdm',
+                 'pyyaml', 'jsonschema>=4',
                  'sphinx>=7', 'myst-parser>=2', 'arviz>=0.17'],
         'bench': ['matplotlib', 'tqdm', 'scikit-learn'],
         'docs': ['sphinx>=7', 'myst-parser>=2'],

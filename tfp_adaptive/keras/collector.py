@@ -135,6 +135,7 @@ class SampleCollector(keras.callbacks.Callback):
     self._losses, self._collapse_warned = [], False
     self._fingerprint = None
     self._writes = True
+    self._burnin_checked = True
 
   @property
   def burnin(self):
@@ -174,6 +175,28 @@ class SampleCollector(keras.callbacks.Callback):
     self._writes = distribute.is_chief(model.distribute_strategy)
     if self._store is not None and self._writes:
       self._open_directory()
+    self._burnin_checked = False
+
+  def _check_burnin(self, epoch):
+    """Warns before training when this `fit` ends before the first sample point."""
+    epochs, steps = self.params.get('epochs'), self.params.get('steps')
+    if self.members or epochs is None:
+      return
+    if self.unit == 'epoch':
+      end = epochs
+    elif steps is None:  # A dataset of unknown length: the end is unknown.
+      return
+    else:
+      end = (int(np.asarray(self.model.optimizer.iterations)) +
+             (epochs - epoch) * steps)
+    first = self.burnin + self.thinning
+    if first > end:
+      warnings.warn(
+          'SampleCollector: this fit ends at %s %d, before the first sample '
+          'at %s %d (burnin=%d, thinning=%d), so it will keep no members. '
+          'Lower `burnin` (with unit=%r) or train for longer.'
+          % (self.unit, end, self.unit, first, self.burnin, self.thinning,
+             self.unit))
 
   @property
   def _writing(self):
@@ -187,6 +210,9 @@ class SampleCollector(keras.callbacks.Callback):
       self._store.release()
 
   def on_epoch_begin(self, epoch, logs=None):
+    if not self._burnin_checked:
+      self._burnin_checked = True
+      self._check_burnin(epoch)
     self._epoch = epoch
     self._epoch_start = int(np.asarray(self.model.optimizer.iterations))
     if self._writing:

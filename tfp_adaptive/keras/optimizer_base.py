@@ -216,12 +216,16 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     total = lambda x: int(strategy.reduce(
         tf.distribute.ReduceOp.SUM, strategy.run(lambda: x), axis=None))
     chief_seed = total(mine if chief else tf.zeros_like(mine))
-    if self._seed_given and total(tf.cast(mine != chief_seed, tf.int64)):
+    differing = total(tf.cast(mine != chief_seed, tf.int64))
+    if self._seed_given and differing:
+      here = ('this worker passes seed=%d' % self.seed
+              if self.seed != chief_seed else
+              'this worker passes the chief\'s seed')
       raise ValueError(
-          '%s(seed=%d) on this worker, seed=%d on the chief: under '
-          'MultiWorkerMirroredStrategy every worker must pass the same `seed` '
-          '(or none, to take the chief\'s).' % (type(self).__name__,
-                                                self.seed, chief_seed))
+          '%s: the chief passes seed=%d, %d worker(s) pass another seed '
+          '(%s). Under MultiWorkerMirroredStrategy every worker must pass '
+          'the same `seed` (or none, to take the chief\'s).'
+          % (type(self).__name__, chief_seed, differing, here))
     self.seed = chief_seed
 
   def build(self, var_list):
