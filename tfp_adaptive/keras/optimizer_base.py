@@ -213,8 +213,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       return
     mine = tf.constant(self.seed, tf.int64)
     chief = distribute.is_chief(strategy)
-    total = lambda x: int(strategy.reduce(
-        tf.distribute.ReduceOp.SUM, strategy.run(lambda: x), axis=None))
+    total = lambda x: int(_sum_over_workers(strategy, x))
     chief_seed = total(mine if chief else tf.zeros_like(mine))
     differing = total(tf.cast(mine != chief_seed, tf.int64))
     if self._seed_given and differing:
@@ -416,3 +415,9 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       v.assign(tf.cast(leaf, tf.int32) if is_bool else leaf)
     skipped = tf.cast(tf.logical_not(ok), tf.int64)
     num_nonfinite.assign_add(skipped)
+
+
+def _sum_over_workers(strategy, value):
+  """The sum of a scalar over the workers of `strategy`, in one compiled call."""
+  return tf.function(lambda: strategy.reduce(
+      tf.distribute.ReduceOp.SUM, strategy.run(lambda: value), axis=None))()
