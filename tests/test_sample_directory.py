@@ -60,7 +60,7 @@ def test_a_second_writer_is_refused_naming_the_owner(tmp_path):
   holder = subprocess.Popen(
       [sys.executable, '-c', 'import sys, time\n'
        'from tfp_adaptive.keras import sample_store\n'
-       's = sample_store.SampleStore(sys.argv[1]); s.acquire()\n'
+       's = sample_store.SampleStore(sys.argv[1]); s.acquire(); s.claim()\n'
        'print("held", flush=True); time.sleep(60)', d],
       cwd=ROOT, stdout=subprocess.PIPE, text=True)
   try:
@@ -227,3 +227,109 @@ def test_a_second_fit_with_the_same_collector_continues(tmp_path):
   assert [m.step for m in collector.members] == list(range(2, 13, 2))
   ens = tfa.keras.BayesianEnsemble.load(d)
   assert [m.step for m in ens.members] == list(range(2, 13, 2))
+
+
+def _sibling_sample(tmp_path, step):
+  """A whole sample file of the same model, written by another run (another seed)."""
+  other = str(tmp_path / 'sibling')
+  _fit(other, model=_model(seed=3))
+  name = sample_store.sample_name(step)
+  return os.path.join(other, name), name
+
+
+def test_restore_keeps_a_sample_another_run_wrote(tmp_path):
+  d = str(tmp_path / 'run')
+  _fit(d, max_samples=2, window='last')  # Keeps steps 10 and 12.
+  source, name = _sibling_sample(tmp_path, 6)
+  copied = open(source, 'rb').read()
+  open(os.path.join(d, name), 'wb').write(copied)
+  with pytest.warns(UserWarning, match='our naming pattern that this run '
+                    'did not write.*left alone: %s' % name):
+    _fit(d, resume=True, epochs=3, max_samples=2, window='last')
+  assert open(os.path.join(d, name), 'rb').read() == copied
+  with pytest.warns(UserWarning, match='not members: %s' % name):
+    assert len(tfa.keras.BayesianEnsemble.load(d)) == 2
+
+
+def test_our_own_leftover_is_still_deleted(tmp_path):
+  d = str(tmp_path)
+  _fit(d)
+  store = sample_store.SampleStore(d)
+  # What a kill between a file and its manifest leaves: a file of this run
+  # that no manifest lists.
+  store.write_arrays(sample_store.sample_name(99), [np.zeros(1)],
+                     {'names': ['x'], 'step': 99})
+  with _no_warning_about('sample_0000000099'):
+    _fit(d, resume=True, epochs=3)
+  assert not os.path.exists(os.path.join(d, sample_store.sample_name(99)))
+
+
+class _no_warning_about(object):
+
+  def __init__(self, text):
+    self.text = text
+
+  def __enter__(self):
+    import warnings  # pylint: disable=g-import-not-at-top
+    self.catcher = warnings.catch_warnings(record=True)
+    self.caught = self.catcher.__enter__()
+    warnings.simplefilter('always')
+
+  def __exit__(self, *exc):
+    self.catcher.__exit__(*exc)
+    assert not [w for w in self.caught if self.text in str(w.message)]
+
+
+@pytest.mark.parametrize('lists', ['both', 'members'])
+def test_a_sample_the_manifest_stops_listing_is_named_and_repair_takes_it_in(
+    tmp_path, lists):
+  d = str(tmp_path)
+  collector = _fit(d, max_samples=4, window='last')
+  last = sorted(m.step for m in collector.members)[-1]
+  name = sample_store.sample_name(last)
+
+  def drop(m):
+    m['members'] = [f for f in m['members'] if f != name]
+    m['pinned'] = [f for f in m['pinned'] if f != name]
+    if lists == 'both':
+      m['samples'] = [e for e in m['samples'] if e['file'] != name]
+  _tamper_manifest(d, drop)
+  with pytest.warns(UserWarning, match='not members: %s' % name):
+    ens = tfa.keras.BayesianEnsemble.load(d)
+  assert len(ens) == 3
+  with pytest.warns(UserWarning, match='took in 1 sample.*%s' % name):
+    ens = tfa.keras.BayesianEnsemble.load(d, repair=True)
+  assert sorted(m.step for m in ens.members)[-1] == last and len(ens) == 4
+
+
+def test_a_refused_writer_changes_nothing(tmp_path):
+  d = str(tmp_path)
+  _fit(d)
+  before = {n: open(os.path.join(d, n), 'rb').read() for n in os.listdir(d)}
+  with pytest.raises(ValueError, match='resume=True'):
+    _fit(d)
+  with pytest.raises(ValueError, match='another model'):
+    _fit(d, model=_model(hidden=7), resume=True)
+  after = {n: open(os.path.join(d, n), 'rb').read() for n in os.listdir(d)}
+  assert after == before
+
+
+def test_a_checkpoint_that_lists_no_samples_deletes_none(tmp_path):
+  d = str(tmp_path)
+  _fit(d)
+  store = sample_store.SampleStore(d)
+  manifest = store.read_manifest()
+  path = store.path(manifest['checkpoint']['file'])
+  from tfp_adaptive.keras import sample_files  # pylint: disable=g-import-not-at-top
+  arrays, meta = sample_files.read_arrays(path)
+  meta['members'] = []
+  sample_files.write_arrays(path, arrays, meta)
+  _tamper_manifest(d, lambda m: m['checkpoint'].update(
+      sample_store.entry_for(path, step=m['checkpoint']['step'],
+                             epoch=m['checkpoint']['epoch'])))
+  samples = sorted(n for n in os.listdir(d) if n.startswith('sample_'))
+  with pytest.raises(Error, match='disagree.*Nothing was deleted'):
+    _fit(d, resume=True, epochs=3)
+  assert sorted(n for n in os.listdir(d) if n.startswith('sample_')) == samples
+  for e in manifest['samples']:
+    store.verify(e)

@@ -394,6 +394,8 @@ class SampleCollector(keras.callbacks.Callback):
     except ValueError:
       store.release()
       raise
+    if not self._opened:
+      store.claim()  # Only now: a refused run changes nothing.
     self._opened = True  # A second `fit` with this collector continues.
     config = keras.saving.serialize_keras_object(self.model)
     sample_files.atomic_write(store.path('model.json'),
@@ -430,6 +432,7 @@ class SampleCollector(keras.callbacks.Callback):
         samples=sorted(listed.values(), key=lambda e: e['step']),
         members=[self._entries[m.path]['file'] for m in
                  sorted(self.members, key=lambda m: m.step)],
+        pinned=sorted(e['file'] for e in self._pinned.values()),
         likelihood=self.likelihood.get_config(), weighting=self.weighting,
         identity=sample_store.run_identity(self.model))
     self._store.commit(manifest)
@@ -493,10 +496,13 @@ class SampleCollector(keras.callbacks.Callback):
           'Resume with one process, or start the run again.')
     self._store.acquire()
     try:
-      return self._restore(model)
+      epoch = self._restore(model)
     except BaseException:
       self._store.release()
       raise
+    self._store.claim()
+    self._opened = True
+    return epoch
 
   def _restore(self, model):
     store = self._store
@@ -528,6 +534,7 @@ class SampleCollector(keras.callbacks.Callback):
                a.shape))
       v.assign(a)
     entries = {e['file']: e for e in manifest['samples']}
+    _check_replay(store, manifest, meta)
     self.members = []
     self._entries = {}
     for name in meta['members']:
@@ -553,6 +560,34 @@ class SampleCollector(keras.callbacks.Callback):
         model, *self._likelihood_args)
     self._commit()  # Drops the samples taken after the checkpoint.
     return self._epoch
+
+
+def _check_replay(store, manifest, meta):
+  """What `restore` drops: only the samples taken after the checkpoint, and it says so.
+
+  A sample the manifest lists from before the checkpoint that the
+  checkpoint does not hold as a member means that the two disagree (an
+  edited file): `SampleFileError`, and nothing is deleted.
+  """
+  step, members = int(meta['step']), set(meta['members'])
+  early = [e['file'] for e in manifest['samples']
+           if e['file'] not in members and e['step'] <= step]
+  if early:
+    raise sample_files.SampleFileError(
+        'Checkpoint %s of %s does not hold %s as member(s), though the '
+        'manifest lists them from before its step %d: the checkpoint and the '
+        'manifest disagree. Nothing was deleted. Restore the files as they '
+        'were, or move these samples out of the directory to drop them.'
+        % (manifest['checkpoint']['file'], store.directory,
+           ', '.join(early), step))
+  late = [e['file'] for e in manifest['samples']
+          if e['file'] not in members]
+  if late:
+    warnings.warn(
+        'SampleCollector.restore: %d sample(s) taken after the checkpoint '
+        '(step %d) are dropped and will be taken again as epoch %d is '
+        'replayed: %s.' % (len(late), step, int(meta['epoch']),
+                           ', '.join(late)))
 
 
 def _nonfinite_count(optimizer):

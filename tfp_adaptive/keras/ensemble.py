@@ -244,6 +244,7 @@ class BayesianEnsemble(object):
       if store.read_manifest() is not None:
         raise ValueError('%s already holds samples; save into a new '
                          'directory.' % directory)
+      store.claim()
       config = keras.saving.serialize_keras_object(self.model)
       sample_files.atomic_write(store.path('model.json'),
                                 lambda f: json.dump(config, f), binary=False)
@@ -278,7 +279,11 @@ class BayesianEnsemble(object):
         not); by default it is rebuilt from ``model.json`` in Keras' safe
         mode.
       repair: keep the intact members and warn about the damaged ones,
-        instead of raising.
+        instead of raising; and take in the sample files of our naming
+        pattern that the manifest does not list as members (another run's,
+        copied in, or dropped from an edited manifest) when they read
+        whole and fit the model. Without it such files are left out, with
+        a warning naming each.
 
     Raises:
       tfp_adaptive.keras.SampleFileError: a manifest is damaged, or a
@@ -311,6 +316,7 @@ class BayesianEnsemble(object):
         e = entries[name]
         members.append(Member(e['step'], e.get('learning_rate', 1.), None,
                               file, chain))
+      members += _unlisted_members(store, found, model, chain, repair)
     if dropped:
       warnings.warn('BayesianEnsemble.load(repair=True) dropped %d damaged '
                     'member(s) and kept %d:\n  %s'
@@ -320,6 +326,36 @@ class BayesianEnsemble(object):
                                          % directory)
     return cls(model, members, likelihood=manifest.get('likelihood'),
                weighting=manifest.get('weighting', 'uniform'))
+
+
+def _unlisted_members(store, manifest, model, chain, repair):
+  """Sample files `manifest` does not hold as members: warned about, or taken in with `repair`."""
+  found = store.unlisted_samples(manifest)
+  taken, left = [], []
+  for name, why in found.items():
+    path = store.path(name)
+    if repair:
+      try:
+        values, meta = sample_files.read_arrays(path)
+        if model.weights:
+          check_structure(model, values, path)
+        taken.append(Member(int(meta['step']), meta.get('learning_rate', 1.),
+                            None, path, chain))
+        continue
+      except (sample_files.SampleFileError, ValueError, KeyError) as e:
+        why += '; not taken in: %s' % e
+    left.append('%s (%s)' % (name, why))
+  if taken:
+    warnings.warn('BayesianEnsemble.load(repair=True) took in %d sample '
+                  'file(s) of %s that its manifest does not hold as members: '
+                  '%s' % (len(taken), store.directory,
+                          ', '.join(os.path.basename(m.path) for m in taken)))
+  if left:
+    warnings.warn('BayesianEnsemble.load: %s holds sample file(s) that are '
+                  'not members: %s. Pass repair=True to take in those that '
+                  'read whole and fit the model.'
+                  % (store.directory, '; '.join(left)))
+  return taken
 
 
 def check_likelihood_args(likelihood, from_logits, noise_variance):

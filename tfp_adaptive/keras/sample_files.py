@@ -7,6 +7,7 @@ read with ``allow_pickle=False``; a truncated or corrupted file raises
 `SampleFileError` naming it.
 """
 
+import contextlib
 import json
 import os
 import tempfile
@@ -14,7 +15,8 @@ import zipfile
 
 import numpy as np
 
-__all__ = ['SampleFileError', 'atomic_write', 'read_arrays', 'write_arrays']
+__all__ = ['SampleFileError', 'atomic_write', 'read_arrays', 'read_metadata',
+           'write_arrays']
 
 _META = '__metadata__'
 
@@ -59,19 +61,32 @@ def write_arrays(path, arrays, metadata):
   atomic_write(path, lambda f: np.savez(f, **payload))
 
 
-def read_arrays(path):
-  """``(arrays, metadata)`` from a file of `write_arrays`; never unpickles."""
+@contextlib.contextmanager
+def _open(path):
+  """The `np.load` of `path`; damage or absence raise `SampleFileError` naming it."""
   try:
     with np.load(path, allow_pickle=False) as data:
-      metadata = json.loads(str(data[_META]))
-      n = len([k for k in data.files if k != _META])
-      arrays = [data['a%d' % i] for i in range(n)]
+      yield data
   except FileNotFoundError:
     raise SampleFileError('Sample file %s does not exist.' % path) from None
   except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile,
           json.JSONDecodeError) as e:
     raise SampleFileError('Sample file %s is truncated or corrupted (%s: %s).'
                           % (path, type(e).__name__, e)) from None
+
+
+def read_metadata(path):
+  """The metadata dict of a file of `write_arrays`, without reading its arrays."""
+  with _open(path) as data:
+    return json.loads(str(data[_META]))
+
+
+def read_arrays(path):
+  """``(arrays, metadata)`` from a file of `write_arrays`; never unpickles."""
+  with _open(path) as data:
+    metadata = json.loads(str(data[_META]))
+    n = len([k for k in data.files if k != _META])
+    arrays = [data['a%d' % i] for i in range(n)]
   if len(arrays) != len(metadata.get('names', arrays)):
     raise SampleFileError('Sample file %s holds %d arrays but its metadata '
                           'names %d.' % (path, len(arrays),

@@ -10,15 +10,21 @@ written atomically (`sample_files.atomic_write`). The write-ahead rule:
 3. only then delete the files of ours that this manifest no longer lists.
 
 A kill between any two instructions leaves the previous manifest, which
-lists only whole files, and perhaps files it does not list; those are
-removed by the next writer (our name patterns only: files we did not write
-are never deleted, and are reported once). Readers trust nothing but the
-manifest and verify every file's size and checksum.
+lists only whole files, and perhaps files it does not list. The run that
+writes a directory draws a random run id (``run.json``, written before its
+first data file) and stamps it into the metadata of every sample and
+checkpoint it writes; the next writer removes an unlisted file only if it
+carries that id (or is one of our temporary files). Files of our naming
+pattern that another run or the user put there, and files of other names,
+are never deleted; they are reported once, by name. Readers trust nothing
+but the manifest and verify every file's size and checksum.
 
 One run owns a directory: it holds an advisory lock (`filelock`, the OS's
-``flock``), released by the OS when the process dies. The manifest stores
-the run's identity (the model's variable shapes, the optimizer's config),
-so that a resumed run can be checked against it.
+``flock``), released by the OS when the process dies. The owner record
+(``.owner.json``) is written only once the run has passed its checks: a
+refused writer changes nothing. The manifest stores the run's identity
+(the model's variable shapes, the optimizer's config), so that a resumed
+run can be checked against it.
 """
 
 import hashlib
@@ -27,19 +33,23 @@ import os
 import re
 import socket
 import time
+import uuid
 import warnings
 
 import filelock
 
 from tfp_adaptive.keras import sample_files
 
-__all__ = ['MANIFEST', 'SampleStore', 'check_identity', 'checkpoint_name',
-           'entry_for', 'is_deletable', 'run_identity', 'sample_name']
+__all__ = ['MANIFEST', 'RUN', 'SampleStore', 'check_identity',
+           'checkpoint_name', 'entry_for', 'file_run_id', 'is_deletable',
+           'run_identity', 'sample_name']
 
 MANIFEST = 'manifest.json'
+RUN = 'run.json'
 FORMAT = 'tfp_adaptive.samples/1'
 _OURS = re.compile(r'^(sample_\d{10}\.npz|checkpoint_\d{10}_\d{6}\.npz|model\.json|'
-                   r'manifest\.json|\.tmp-.*|\.lock|\.owner\.json)$')
+                   r'manifest\.json|run\.json|\.tmp-.*|\.lock|\.owner\.json)$')
+_SAMPLE = re.compile(r'^sample_\d{10}\.npz$')
 _DELETABLE = re.compile(r'^(sample_\d{10}\.npz|checkpoint_\d{10}_\d{6}\.npz|\.tmp-.*)$')
 
 
@@ -89,10 +99,31 @@ class SampleStore(object):
           '(e.g. a sibling chain_<k> directory).' % (self.directory, owner)
       ) from None
     self._lock = lock
+
+  def claim(self):
+    """Records this process as the owner and makes sure the run has an id.
+
+    Call once the run has the right to write (after `acquire` and its
+    checks), before its first data file.
+    """
     info = {'pid': os.getpid(), 'host': socket.gethostname(),
             'since': time.strftime('%Y-%m-%dT%H:%M:%S')}
     sample_files.atomic_write(self.path('.owner.json'),
                               lambda f: json.dump(info, f), binary=False)
+    if self.run_id is None:
+      run_id = uuid.uuid4().hex
+      sample_files.atomic_write(
+          self.path(RUN), lambda f: json.dump({'run_id': run_id}, f),
+          binary=False)
+
+  @property
+  def run_id(self):
+    """The id of the run that writes this directory (`None` before any)."""
+    try:
+      with open(self.path(RUN)) as f:
+        return str(json.load(f)['run_id'])
+    except (OSError, ValueError, KeyError, TypeError):
+      return None
 
   def release(self):
     if self._lock is not None:
@@ -151,22 +182,50 @@ class SampleStore(object):
     return names
 
   def cleanup(self, manifest):
-    """Deletes our sample/checkpoint/temporary files that `manifest` does not list.
+    """Deletes this run's files that `manifest` does not list (see the module docstring).
 
-    Files that do not match our names are left alone and reported once.
+    An unlisted sample or checkpoint is deleted only if it carries this
+    run's id; temporary files of ours always are. Anything else is left
+    alone and reported once, naming the file.
     """
     keep = self.listed(manifest)
+    run_id = self.run_id
     for name in sorted(os.listdir(self.directory)):
       full = self.path(name)
-      if os.path.isdir(full):
+      if os.path.isdir(full) or name in keep or name in self._reported:
         continue
-      if _DELETABLE.match(name):
-        if name not in keep:
-          os.remove(full)
-      elif not _OURS.match(name) and name not in self._reported:
-        self._reported.add(name)
-        warnings.warn('Sample directory %s holds a file it did not write, '
-                      'left alone: %s' % (self.directory, name))
+      if name.startswith('.tmp-') or (
+          _DELETABLE.match(name) and run_id is not None and
+          file_run_id(full) == run_id):
+        os.remove(full)
+      elif _DELETABLE.match(name):
+        self._report(name, 'a file of our naming pattern that this run did '
+                     'not write and the manifest does not list (another '
+                     'run\'s, or copied in); it is not a member')
+      elif not _OURS.match(name):
+        self._report(name, 'a file it did not write')
+
+  def _report(self, name, what):
+    self._reported.add(name)
+    warnings.warn('Sample directory %s holds %s, left alone: %s'
+                  % (self.directory, what, name))
+
+  def unlisted_samples(self, manifest):
+    """Sample files here that `manifest` neither lists as members nor keeps for its checkpoint.
+
+    Returns ``{name: why}``.
+    """
+    members = set(manifest.get('members', []))
+    kept = set(manifest.get('pinned', members))
+    listed = {e['file'] for e in manifest.get('samples', [])}
+    found = {}
+    for name in sorted(os.listdir(self.directory)):
+      if not _SAMPLE.match(name) or name in members or name in kept:
+        continue
+      found[name] = ('listed as a sample but neither as a member nor as '
+                     'kept for the checkpoint' if name in listed else
+                     'not listed in the manifest')
+    return found
 
   def wipe(self):
     """Deletes every file of ours (``overwrite=True``); others stay."""
@@ -176,9 +235,10 @@ class SampleStore(object):
 
   # -- files ----------------------------------------------------------------
   def write_arrays(self, name, arrays, metadata, **fields):
-    """Writes an array file atomically; returns its manifest entry."""
+    """Writes an array file atomically, stamped with the run id; returns its manifest entry."""
     path = self.path(name)
-    sample_files.write_arrays(path, arrays, metadata)
+    sample_files.write_arrays(path, arrays, dict(metadata,
+                                                 run_id=self.run_id))
     return entry_for(path, **fields)
 
   def verify(self, entry):
@@ -231,6 +291,14 @@ def check_identity(saved, now, directory):
             directory, name_a, name_b, ', '.join(keys) or 'its class',
             '; '.join('%s: %r there, %r here' % (k, a.get(k), b.get(k))
                       for k in keys[:3])))
+
+
+def file_run_id(path):
+  """The run id stamped in an array file, or `None` (unreadable, or none)."""
+  try:
+    return sample_files.read_metadata(path).get('run_id')
+  except sample_files.SampleFileError:
+    return None
 
 
 def is_deletable(name):
