@@ -6,7 +6,9 @@ gives the slow, tighter runs. The tolerances are always derived from the
 Monte Carlo error measured in the run itself, so they tighten with the size.
 """
 
+import contextlib
 import os
+import warnings
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -48,3 +50,18 @@ def noise_draw_seeds(monkeypatch):
   for name in seeds:
     monkeypatch.setattr(noise, name, recording(name))
   return seeds
+
+
+@contextlib.contextmanager
+def no_warning(containing=''):
+  """Fails if the block warns with a message containing `containing` (any, if empty).
+
+  Deprecation warnings (of the libraries underneath) do not count.
+  """
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    yield
+  found = [str(w.message) for w in caught
+           if containing in str(w.message) and not issubclass(
+               w.category, (DeprecationWarning, PendingDeprecationWarning))]
+  assert not found, found

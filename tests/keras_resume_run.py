@@ -2,7 +2,8 @@
 
 Usage: python -m tests.keras_resume_run DIRECTORY EPOCHS SLEEP
 Prints ``ready`` after the first step, then one JSON line at the end: the
-final step and the member steps.
+final step and the member steps. The kill test forks it from a process
+that has imported TensorFlow already (`main` with a pipe as `say`).
 """
 
 import json
@@ -15,17 +16,22 @@ import keras
 import tfp_adaptive as tfa
 
 
+def _print(line):
+  print(line, flush=True)
+
+
 class _Slow(keras.callbacks.Callback):
   """Makes the run slow enough to be killed part-way; says when it starts."""
 
-  def __init__(self, seconds):
+  def __init__(self, seconds, say):
     super().__init__()
     self.seconds = seconds
+    self.say = say
 
   def on_train_batch_end(self, batch, logs=None):
     if not hasattr(self, 'started'):
       self.started = True
-      print('ready', flush=True)  # The train step is compiled and running.
+      self.say('ready')  # The train step is compiled and running.
     time.sleep(self.seconds)
 
 
@@ -44,15 +50,17 @@ def build():
   return x, y, model
 
 
-def main(directory, epochs, sleep):
+def main(directory, epochs, sleep, say=_print):
+  """The run; `say` gets ``'ready'`` after the first step, then the JSON result."""
   x, y, model = build()
   collector = tfa.keras.SampleCollector(burnin=3, thinning=2, max_samples=4,
                                         directory=directory, resume=True)
   initial_epoch = collector.restore(model)
   model.fit(x, y, batch_size=20, epochs=epochs, initial_epoch=initial_epoch,
-            shuffle=False, verbose=0, callbacks=[collector, _Slow(sleep)])
-  print(json.dumps({'step': int(model.optimizer.iterations.numpy()),
-                    'members': sorted(m.step for m in collector.members)}))
+            shuffle=False, verbose=0,
+            callbacks=[collector, _Slow(sleep, say)])
+  say(json.dumps({'step': int(model.optimizer.iterations.numpy()),
+                  'members': sorted(m.step for m in collector.members)}))
 
 
 if __name__ == '__main__':

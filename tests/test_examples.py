@@ -1,13 +1,13 @@
 """The Keras example runs end to end (offline digits, tiny size)."""
 
-import contextlib
 import os
 import subprocess
 import sys
-import warnings
 
 import numpy as np
 import pytest
+
+from tests.conftest import no_warning
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -61,17 +61,6 @@ def test_mnist_path_offline_with_a_stand_in_for_keras_datasets(monkeypatch):
   assert 0. <= r['accuracy'] <= 1.
 
 
-@contextlib.contextmanager
-def _no_user_warning():
-  """Fails if the block warns: the quick starts run inside their own checks."""
-  with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter('always')
-    yield
-  messages = [str(w.message) for w in caught if not issubclass(
-      w.category, (DeprecationWarning, PendingDeprecationWarning))]
-  assert not messages, messages
-
-
 def _readme_block(heading):
   """The first ```python block after `heading` in README.md."""
   with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
@@ -87,7 +76,7 @@ def test_readme_kernel_quick_start_prints_the_right_answer(capsys):
   about 0.01). Without Γ the spread is far larger, so a snippet that
   drifted from the right answer fails here."""
   namespace = {}
-  with _no_user_warning():
+  with no_warning():
     exec(compile(_readme_block('## Quick start: a kernel in a TFP chain'),  # pylint: disable=exec-used
                  'README.md', 'exec'), namespace)
   import numpy as np  # pylint: disable=g-import-not-at-top
@@ -112,7 +101,7 @@ def test_readme_keras_quick_start_runs_on_digits(monkeypatch):
       'model.fit(x, y, epochs=60,', 'model.fit(x, y, epochs=60, verbose=0,')
   namespace = dict(x=x, y=y, x_test=x_test, y_test=y_test)
   keras.utils.set_random_seed(0)  # Also seeds the optimizer's default seed.
-  with _no_user_warning():
+  with no_warning():
     exec(compile(code, 'README.md', 'exec'), namespace)  # pylint: disable=exec-used
   ensemble = namespace['collector'].ensemble
   result = ensemble.evaluate(x_test, y_test)

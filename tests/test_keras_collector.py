@@ -11,6 +11,7 @@ import tfp_adaptive as tfa
 from tfp_adaptive.keras import sample_files
 from tfp_adaptive.keras import ensemble
 from tfp_adaptive.keras import predictive
+from tests.conftest import no_warning
 
 
 def _problem(n=120, seed=0):
@@ -59,26 +60,9 @@ def test_a_burnin_longer_than_the_run_is_told_before_training(burnin, unit,
                                                                warns):
   col = tfa.keras.SampleCollector(burnin=burnin, unit=unit)
   with (pytest.warns(UserWarning, match='keep no members') if warns else
-        _no_warning('no members')):
+        no_warning('no members')):
     _fit(col)
   assert bool(col.members) != warns
-
-
-class _no_warning(object):
-  """Fails on a warning whose message contains `text`."""
-
-  def __init__(self, text):
-    self.text = text
-
-  def __enter__(self):
-    import warnings  # pylint: disable=g-import-not-at-top
-    self.catcher = warnings.catch_warnings(record=True)
-    self.caught = self.catcher.__enter__()
-    warnings.simplefilter('always')
-
-  def __exit__(self, *exc):
-    self.catcher.__exit__(*exc)
-    assert not [w for w in self.caught if self.text in str(w.message)]
 
 
 def test_schedule_with_steps_per_execution():

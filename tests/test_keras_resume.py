@@ -1,21 +1,20 @@
 """Sample directories under SIGKILL: every restore succeeds, nothing is lost, doubled or changed.
 
-The kill harness runs `tests.keras_resume_run` in a subprocess and kills it
+The kill harness runs `tests.keras_resume_run` in a child process and kills it
 with SIGKILL at random moments (every third kill the instant a new sample
 or checkpoint file appears, i.e. between the file and its manifest, or
 during eviction), then resumes. After each kill the committed manifest and every file it
 lists must verify. The interrupted run must end with exactly the members,
 and bitwise the same member weights and final weights, as an uninterrupted
 run (CPU, same seeds, ``shuffle=False``). `TFPA_KILLS` sets the number of
-kills (default 20; the slow runs use hundreds).
+kills (default 30; the slow runs use hundreds).
 """
 
 import json
+import multiprocessing
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -27,21 +26,58 @@ from tfp_adaptive.keras import sample_store
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-KILLS = int(os.environ.get('TFPA_KILLS', '20'))
+KILLS = int(os.environ.get('TFPA_KILLS', '30'))
 EPOCHS = max(300, 10 * KILLS)  # Long enough to outlast the kills.
 
 
+# Each run is a process forked from a server that has imported TensorFlow
+# and the run's module once (no TensorFlow ops run there before the fork),
+# so a kill costs the run's own start-up, not a TensorFlow import.
+_PROCESSES = multiprocessing.get_context('forkserver')
+_PROCESSES.set_forkserver_preload(['tests.keras_resume_run'])
+
+
+def _child(directory, epochs, sleep, conn):
+  from tests import keras_resume_run  # pylint: disable=g-import-not-at-top
+  keras_resume_run.main(directory, epochs, sleep, say=conn.send)
+
+
+class _Run(object):
+  """A training process and the pipe it reports on."""
+
+  def __init__(self, directory, epochs, sleep):
+    self.conn, theirs = _PROCESSES.Pipe(duplex=False)
+    self.process = _PROCESSES.Process(
+        target=_child, args=(directory, epochs, sleep, theirs))
+    self.process.start()
+    theirs.close()
+
+  def readline(self, timeout=300):
+    assert self.conn.poll(timeout), 'the run said nothing for %d s' % timeout
+    return self.conn.recv()
+
+  def poll(self):
+    return self.process.exitcode
+
+  def kill(self):
+    os.kill(self.process.pid, signal.SIGKILL)
+    self.process.join()
+
+
 def _run(directory, epochs=EPOCHS, sleep=0.):
-  return subprocess.Popen(
-      [sys.executable, '-m', 'tests.keras_resume_run', directory, str(epochs),
-       str(sleep)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-      text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+  return _Run(directory, epochs, sleep)
 
 
 def _finish(child):
-  out, err = child.communicate(timeout=600)
-  assert child.returncode == 0, err
-  return json.loads(out.strip().splitlines()[-1])
+  lines = []
+  while True:
+    try:
+      lines.append(child.readline(timeout=600))
+    except EOFError:  # The process ended and closed its end.
+      break
+  child.process.join(60)
+  assert child.process.exitcode == 0, (child.process.exitcode, lines)
+  return json.loads(lines[-1])
 
 
 def _committed(directory):
@@ -66,7 +102,8 @@ def _data_files(directory):
 
 def _kill_once(directory, rng, at_new_file):
   child = _run(directory, sleep=0.01)
-  assert child.stdout.readline().strip() == 'ready', child.communicate()
+  assert child.readline() == 'ready'
+
   if at_new_file:
     before = _data_files(directory)
     deadline = time.time() + 120
@@ -76,8 +113,7 @@ def _kill_once(directory, rng, at_new_file):
     time.sleep(rng.uniform(0., 0.4))
   if child.poll() is not None:  # It finished first.
     return _finish(child)
-  child.send_signal(signal.SIGKILL)
-  child.communicate()
+  child.kill()
   return None
 
 

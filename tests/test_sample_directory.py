@@ -11,6 +11,7 @@ import keras
 
 import tfp_adaptive as tfa
 from tfp_adaptive.keras import sample_store
+from tests.conftest import no_warning
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 Error = tfa.keras.SampleFileError
@@ -259,25 +260,9 @@ def test_our_own_leftover_is_still_deleted(tmp_path):
   # that no manifest lists.
   store.write_arrays(sample_store.sample_name(99), [np.zeros(1)],
                      {'names': ['x'], 'step': 99})
-  with _no_warning_about('sample_0000000099'):
+  with no_warning('sample_0000000099'):
     _fit(d, resume=True, epochs=3)
   assert not os.path.exists(os.path.join(d, sample_store.sample_name(99)))
-
-
-class _no_warning_about(object):
-
-  def __init__(self, text):
-    self.text = text
-
-  def __enter__(self):
-    import warnings  # pylint: disable=g-import-not-at-top
-    self.catcher = warnings.catch_warnings(record=True)
-    self.caught = self.catcher.__enter__()
-    warnings.simplefilter('always')
-
-  def __exit__(self, *exc):
-    self.catcher.__exit__(*exc)
-    assert not [w for w in self.caught if self.text in str(w.message)]
 
 
 @pytest.mark.parametrize('lists', ['both', 'members'])
