@@ -35,24 +35,39 @@ class _Slow(keras.callbacks.Callback):
     time.sleep(self.seconds)
 
 
-def build():
-  """The run: data, model and optimizer, the same in every process."""
+FIXED = 'fixed'  # The seeds of the default run.
+
+
+def build(seed=FIXED):
+  """The run: data, model and optimizer, the same in every process.
+
+  ``seed=FIXED`` seeds Keras globally and the optimizer with 1. ``None``:
+  no seed anywhere but the layers' own initializers (so the weights start
+  the same in every process), the optimizer draws its seed as a user's
+  would; an int is that optimizer seed.
+  """
   rng = np.random.default_rng(0)
   x = rng.normal(size=(100, 4)).astype('float32')
   y = (x[:, :1] - x[:, 1:2]).astype('float32')
-  keras.utils.set_random_seed(0)
-  model = keras.Sequential([keras.Input((4,)),
-                            keras.layers.Dense(8, activation='tanh'),
-                            keras.layers.Dropout(0.2),
-                            keras.layers.Dense(1)])
-  model.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=100, seed=1,
-                                           diagonal_bias=1e-3), 'mse')
+  if seed == FIXED:
+    keras.utils.set_random_seed(0)
+    init = lambda k: 'glorot_uniform'
+  else:
+    init = lambda k: keras.initializers.GlorotUniform(seed=k)
+  model = keras.Sequential([
+      keras.Input((4,)),
+      keras.layers.Dense(8, activation='tanh', kernel_initializer=init(1)),
+      keras.layers.Dropout(0.2, seed=None if seed == FIXED else 2),
+      keras.layers.Dense(1, kernel_initializer=init(3))])
+  model.compile(tfa.keras.optimizers.PSGLD(
+      1e-4, data_size=100, seed=1 if seed == FIXED else seed,
+      diagonal_bias=1e-3), 'mse')
   return x, y, model
 
 
-def main(directory, epochs, sleep, say=_print):
+def main(directory, epochs, sleep, say=_print, seed=FIXED):
   """The run; `say` gets ``'ready'`` after the first step, then the JSON result."""
-  x, y, model = build()
+  x, y, model = build(seed)
   collector = tfa.keras.SampleCollector(burnin=3, thinning=2, max_samples=4,
                                         directory=directory, resume=True)
   initial_epoch = collector.restore(model)
@@ -60,7 +75,8 @@ def main(directory, epochs, sleep, say=_print):
             shuffle=False, verbose=0,
             callbacks=[collector, _Slow(sleep, say)])
   say(json.dumps({'step': int(model.optimizer.iterations.numpy()),
-                  'members': sorted(m.step for m in collector.members)}))
+                  'members': sorted(m.step for m in collector.members),
+                  'seed': int(model.optimizer.seed)}))
 
 
 if __name__ == '__main__':

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -318,3 +319,92 @@ def test_a_checkpoint_that_lists_no_samples_deletes_none(tmp_path):
   assert sorted(n for n in os.listdir(d) if n.startswith('sample_')) == samples
   for e in manifest['samples']:
     store.verify(e)
+
+
+def _poisoned_problem():
+  """16 rows in batches of 4: 4 steps an epoch, the last batch holds an inf."""
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(16, 3)).astype('float32')
+  x[12:] = np.inf
+  return x, (rng.normal(size=16) > 0).astype('int64')
+
+
+def _run_epochs(d, epochs, start=0, **kwargs):
+  """`fit` into `d` up to `epochs`, resuming from the directory's checkpoint."""
+  x, y = _poisoned_problem()
+  model = _model()
+  collector = tfa.keras.SampleCollector(thinning=4, directory=d, resume=True,
+                                        **kwargs)
+  epoch = collector.restore(model)
+  assert epoch == start
+  with warnings.catch_warnings():
+    warnings.simplefilter('ignore')  # The skipped steps, said once each run.
+    history = model.fit(x, y, batch_size=4, epochs=epochs,
+                        initial_epoch=epoch, shuffle=False, verbose=0,
+                        callbacks=[collector])
+  return collector, history.history
+
+
+def test_a_sample_due_at_a_skipped_step_survives_a_resume(tmp_path):
+  whole, _ = _run_epochs(str(tmp_path / 'whole'), 3)
+  _run_epochs(str(tmp_path / 'resumed'), 1)
+  resumed, _ = _run_epochs(str(tmp_path / 'resumed'), 3, start=1)
+  assert sorted(m.step for m in whole.members) == [5, 9]
+  assert sorted(m.step for m in resumed.members) == [5, 9]
+
+
+def test_the_running_validation_ensemble_continues_across_a_resume(tmp_path):
+  x, y = _data()
+  val = dict(validation_data=(x[:20], y[:20]))
+  clean = lambda h: {k: v for k, v in h.items() if k.startswith('val_ens')}
+  _, whole = _run_epochs(str(tmp_path / 'whole'), 4, **val)
+  _run_epochs(str(tmp_path / 'resumed'), 2, **val)
+  _, after = _run_epochs(str(tmp_path / 'resumed'), 4, start=2, **val)
+  whole, after = clean(whole), clean(after)
+  assert whole and after
+  for key in whole:
+    np.testing.assert_allclose(after[key], whole[key][-2:], rtol=1e-12)
+
+
+def test_resume_without_a_seed_takes_the_recorded_one(tmp_path):
+  d = str(tmp_path)
+
+  def model(seed=None):
+    m = _model()
+    np.random.seed()  # Another process: another default seed.
+    m.compile(tfa.keras.optimizers.SGLD(1e-4, data_size=60, seed=seed),
+              m.loss)
+    return m
+  first = model()
+  _fit(d, model=first)
+  resumed = model()
+  assert resumed.optimizer.seed != first.optimizer.seed
+  _fit(d, model=resumed, resume=True, epochs=3)
+  assert resumed.optimizer.seed == first.optimizer.seed
+  with pytest.raises(ValueError, match='Pass seed=%d' % first.optimizer.seed):
+    _fit(d, model=model(seed=first.optimizer.seed + 1), resume=True,
+         epochs=4)
+
+
+def test_a_reader_of_a_live_directory_sees_one_committed_manifest(tmp_path):
+  """A run evicting at every sample, and loads between its steps."""
+  d = str(tmp_path)
+  x, y = _data()
+  loads = []
+
+  class _Load(keras.callbacks.Callback):
+
+    def on_train_batch_end(self, batch, logs=None):
+      store = sample_store.SampleStore(d)
+      manifest = store.read_manifest()
+      if manifest is None:
+        return
+      ensemble = tfa.keras.BayesianEnsemble.load(d)
+      loads.append(len(ensemble))
+      # Members in memory: the run may delete their files at any time.
+      assert all(m.weights is not None for m in ensemble.members)
+  collector = tfa.keras.SampleCollector(directory=d, max_samples=2,
+                                        window='last')
+  _model().fit(x, y, batch_size=10, epochs=2, verbose=0,
+               callbacks=[collector, _Load()])
+  assert loads and set(loads) <= {1, 2}

@@ -448,6 +448,9 @@ class SampleCollector(keras.callbacks.Callback):
       opt.build(model.trainable_variables)
     step = int(np.asarray(opt.iterations))
     arrays = [np.asarray(v) for v in model.variables + opt.variables]
+    running_weight, running = (self._running.get_state()
+                               if self._running is not None else (0., {}))
+    arrays += list(running.values())
     meta = {
         'names': [None] * len(arrays),
         'num_model': len(model.variables),
@@ -458,6 +461,8 @@ class SampleCollector(keras.callbacks.Callback):
         'fingerprint': self._fingerprint,
         'members': [os.path.basename(m.path) for m in self.members],
         'window': self.window.get_state(),
+        'pending': self._pending,
+        'running': {'weight': running_weight, 'fields': list(running)},
     }
     name = sample_store.checkpoint_name(step, self._epoch)
     last = self._manifest.get('checkpoint')
@@ -515,12 +520,16 @@ class SampleCollector(keras.callbacks.Callback):
     opt = model.optimizer
     if not opt.built:
       opt.build(model.trainable_variables)
+    _adopt_seed(opt, manifest['identity'])
     sample_store.check_identity(manifest['identity'],
                                 sample_store.run_identity(model),
                                 store.directory)
     arrays, meta = sample_files.read_arrays(
         store.verify(manifest['checkpoint']))
     variables = model.variables + opt.variables
+    running = meta.get('running', {'weight': 0., 'fields': []})
+    arrays, running_arrays = (arrays[:len(arrays) - len(running['fields'])],
+                              arrays[len(arrays) - len(running['fields']):])
     if len(arrays) != len(variables):
       raise sample_files.SampleFileError(
           'Checkpoint %s holds %d arrays, the model and optimizer have %d '
@@ -555,11 +564,33 @@ class SampleCollector(keras.callbacks.Callback):
     self.window.set_state(meta['window'])
     self._optimizer_nonfinite = _nonfinite_count(opt)
     self._last_step = int(meta['step'])
+    self._pending = bool(meta.get('pending', False))
     self._epoch = self._epochs_done = int(meta['epoch'])
     self.likelihood = ensemble_lib.resolve_likelihood(
         model, *self._likelihood_args)
+    if running['fields'] and self.validation_data is not None:
+      self._val = ensemble_lib.validation_arrays(self.validation_data)
+      self._running = predictive.Predictive(self.likelihood, self._val[1])
+      self._running.set_state(running['weight'], dict(
+          zip(running['fields'], running_arrays)))
     self._commit()  # Drops the samples taken after the checkpoint.
     return self._epoch
+
+
+def _adopt_seed(optimizer, identity):
+  """A sampler built without `seed` continues the recorded run's random stream.
+
+  Each process draws its own default seed; the run recorded the one it
+  drew (in the manifest's identity), and the resumed run takes it. An
+  explicit seed that differs is left to `check_identity`, which refuses.
+  """
+  inner = getattr(optimizer, 'inner_optimizer', optimizer)
+  if not isinstance(inner, optimizer_base.SamplerOptimizer) or (
+      inner.seed_given):
+    return
+  (_, config), = identity['optimizer'].items()
+  if isinstance(config.get('seed'), int):
+    inner.seed = config['seed']
 
 
 def _check_replay(store, manifest, meta):

@@ -15,6 +15,7 @@ and shape, never by Keras' automatic variable names.
 import collections
 import json
 import os
+import time
 import warnings
 
 import numpy as np
@@ -300,23 +301,10 @@ class BayesianEnsemble(object):
     members, dropped = [], []
     for chain, path in enumerate(directories):
       store = sample_store.SampleStore(path)
-      found = store.read_manifest() if chain else manifest
-      entries = {e['file']: e for e in found['samples']}
-      for name in found['members']:
-        try:
-          file = store.verify(entries[name])
-          values, _ = sample_files.read_arrays(file)
-        except sample_files.SampleFileError as e:
-          if not repair:
-            raise
-          dropped.append(str(e))
-          continue
-        if model.weights:
-          check_structure(model, values, file)
-        e = entries[name]
-        members.append(Member(e['step'], e.get('learning_rate', 1.), None,
-                              file, chain))
-      members += _unlisted_members(store, found, model, chain, repair)
+      found, kept, lost = _read_consistently(store, model, chain, repair)
+      manifest = manifest if chain else found
+      members += kept
+      dropped += lost
     if dropped:
       warnings.warn('BayesianEnsemble.load(repair=True) dropped %d damaged '
                     'member(s) and kept %d:\n  %s'
@@ -326,6 +314,67 @@ class BayesianEnsemble(object):
                                          % directory)
     return cls(model, members, likelihood=manifest.get('likelihood'),
                weighting=manifest.get('weighting', 'uniform'))
+
+
+READ_ATTEMPTS = 20  # Reads of a directory whose manifest keeps changing.
+
+
+def _read_consistently(store, model, chain, repair):
+  """``(manifest, members, dropped)`` of one committed manifest of `store`.
+
+  A run that writes the directory may commit a new manifest and delete an
+  evicted file between our reading the manifest and the file. Then the
+  manifest has changed, and the directory is read again from the new one,
+  up to `READ_ATTEMPTS` times. A file that is missing or altered while
+  the manifest stays the same is damage (`SampleFileError`). While a run
+  holds the directory, the members' weights are kept in memory (the run
+  may delete their files at any time), and files the manifest does not
+  list are not reported (the run writes each file before listing it).
+  """
+  live = store.is_live()
+  for _ in range(READ_ATTEMPTS):
+    manifest = store.read_manifest()
+    if manifest is None:
+      raise sample_files.SampleFileError('%s holds no manifest (no samples '
+                                         'committed yet).' % store.directory)
+    try:
+      members, dropped = _read_members(store, manifest, model, chain, repair,
+                                       keep_weights=live)
+    except sample_files.SampleFileError:
+      if store.read_manifest() == manifest:
+        raise
+      time.sleep(0.01)
+      continue
+    if dropped and store.read_manifest() != manifest:
+      continue  # A file went missing because the run moved on: read again.
+    return manifest, members, dropped
+  raise sample_files.SampleFileError(
+      '%s is being written: its manifest changed %d times while it was read. '
+      'Load it again, or wait for the run to finish.'
+      % (store.directory, READ_ATTEMPTS))
+
+
+def _read_members(store, manifest, model, chain, repair, keep_weights):
+  """The members `manifest` lists (verified), then the unlisted sample files."""
+  entries = {e['file']: e for e in manifest['samples']}
+  members, dropped = [], []
+  for name in manifest['members']:
+    try:
+      file = store.verify(entries[name])
+      values, _ = sample_files.read_arrays(file)
+    except sample_files.SampleFileError as e:
+      if not repair:
+        raise
+      dropped.append(str(e))
+      continue
+    if model.weights:
+      check_structure(model, values, file)
+    e = entries[name]
+    members.append(Member(e['step'], e.get('learning_rate', 1.),
+                          values if keep_weights else None, file, chain))
+  if not keep_weights:  # A live run's next sample may not be listed yet.
+    members += _unlisted_members(store, manifest, model, chain, repair)
+  return members, dropped
 
 
 def _unlisted_members(store, manifest, model, chain, repair):
@@ -468,6 +517,8 @@ def _sample_directories(directory):
   """`directory` if it holds a manifest, else its subdirectories that do."""
   if os.path.exists(os.path.join(directory, sample_store.MANIFEST)):
     return [directory]
+  if not os.path.isdir(directory):
+    raise sample_files.SampleFileError('%s is not a directory.' % directory)
   subs = sorted(os.path.join(directory, d) for d in os.listdir(directory)
                 if os.path.exists(os.path.join(directory, d,
                                                sample_store.MANIFEST)))

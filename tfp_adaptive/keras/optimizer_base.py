@@ -201,6 +201,11 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
           'are too coarse for Γ. Use keras.config.set_dtype_policy(\'float32\')'
           ' for sampling.' % (type(self).__name__, policy))
 
+  @property
+  def seed_given(self):
+    """True if `seed` was passed, False if it was drawn by this process."""
+    return self._seed_given
+
   def _agree_on_seed(self):
     """Under `MultiWorkerMirroredStrategy`, every worker takes the chief's seed.
 

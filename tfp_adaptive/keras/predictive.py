@@ -50,6 +50,19 @@ class Predictive(object):
       self._log_terms = (term if self._log_terms is None
                          else np.logaddexp(self._log_terms, term))
 
+  _STATE = ('_first', '_second', '_log_terms')
+
+  def get_state(self):
+    """``(total_weight, {name: array})``: what `set_state` needs to continue the sums."""
+    return self.total_weight, {k: getattr(self, k) for k in self._STATE
+                               if getattr(self, k) is not None}
+
+  def set_state(self, total_weight, arrays):
+    """Continues from a `get_state` of a `Predictive` of the same likelihood and targets."""
+    self.total_weight = float(total_weight)
+    for k in self._STATE:
+      setattr(self, k, arrays.get(k))
+
   def _member_log_likelihood(self, out):
     lik = self.likelihood
     if lik.is_classification and self._labels is None:

@@ -90,7 +90,8 @@ class SampleStore(object):
     os.makedirs(self.directory, exist_ok=True)
     lock = filelock.FileLock(self.path('.lock'))
     try:
-      lock.acquire(timeout=0)
+      # A reader checks the lock for an instant (`is_live`): wait that out.
+      lock.acquire(timeout=1.)
     except filelock.Timeout:
       owner = self._owner()
       raise sample_files.SampleFileError(
@@ -129,6 +130,20 @@ class SampleStore(object):
     if self._lock is not None:
       self._lock.release()
       self._lock = None
+
+  def is_live(self):
+    """True if another process holds the directory's lock (a run is writing it)."""
+    if self._lock is not None:
+      return False
+    lock = filelock.FileLock(self.path('.lock'))
+    try:
+      lock.acquire(timeout=0)
+    except filelock.Timeout:
+      return True
+    except OSError:  # A directory we may not write: nobody writes it either.
+      return False
+    lock.release()
+    return False
 
   @property
   def owned(self):
@@ -244,14 +259,17 @@ class SampleStore(object):
   def verify(self, entry):
     """Raises `SampleFileError` unless the entry's file is whole and unchanged."""
     path = self.path(entry['file'])
-    if not os.path.exists(path):
-      raise sample_files.SampleFileError('Sample file %s is missing.' % path)
-    size = os.path.getsize(path)
+    try:
+      size = os.path.getsize(path)
+      digest = _sha256(path)
+    except FileNotFoundError:  # Also if a writer deletes it meanwhile.
+      raise sample_files.SampleFileError('Sample file %s is missing.'
+                                         % path) from None
     if size != entry['size']:
       raise sample_files.SampleFileError(
           'Sample file %s has %d bytes, the manifest says %d (truncated or '
           'replaced).' % (path, size, entry['size']))
-    if _sha256(path) != entry['sha256']:
+    if digest != entry['sha256']:
       raise sample_files.SampleFileError(
           'Sample file %s does not match its SHA-256 in the manifest '
           '(altered).' % path)
@@ -284,13 +302,15 @@ def check_identity(saved, now, directory):
     (name_a, a), = saved['optimizer'].items()
     (name_b, b), = now['optimizer'].items()
     keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    hint = (' Pass seed=%r (the seed the run recorded), or no seed to take '
+            'it.' % a['seed'] if keys == ['seed'] else '')
     raise ValueError(
         'Sample directory %s holds a run of %s; this optimizer is %s and '
         'differs in %s (%s). Resume with the same optimizer settings, or '
-        'use another directory.' % (
+        'use another directory.%s' % (
             directory, name_a, name_b, ', '.join(keys) or 'its class',
             '; '.join('%s: %r there, %r here' % (k, a.get(k), b.get(k))
-                      for k in keys[:3])))
+                      for k in keys[:3]), hint))
 
 
 def file_run_id(path):
