@@ -65,3 +65,15 @@ def no_warning(containing=''):
            if containing in str(w.message) and not issubclass(
                w.category, (DeprecationWarning, PendingDeprecationWarning))]
   assert not found, found
+
+
+def pytest_collection_modifyitems(config, items):
+  """Runs the long tests (subprocesses, Monte Carlo) first.
+
+  With ``-n 2`` each worker then ends on short tests, instead of one
+  worker running a long test alone at the end.
+  """
+  del config
+  long_first = lambda item: not (item.get_closest_marker('slow') or
+                                 item.get_closest_marker('statistical'))
+  items.sort(key=long_first)

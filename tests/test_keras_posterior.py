@@ -54,13 +54,13 @@ def test_linear_regression_posterior(name):
   model = keras.Sequential([keras.Input((D,)),
                             keras.layers.Dense(1, use_bias=False)])
   tfa.keras.priors.add_gaussian_prior(model, data_size=N, scale=1.)
-  # One sample per compiled call of 50 steps: the chain's correlation time
+  # One sample per compiled call of 100 steps: the chain's correlation time
   # is about 10 steps, so the samples are nearly independent, and the batch
   # means below measure what correlation is left.
   model.compile(CASES[name](), 'mse', jit_compile=True,
-                steps_per_execution=50)
+                steps_per_execution=100)
   tfa.keras.enable_gamma(model)
-  col = tfa.keras.SampleCollector(burnin=1000, thinning=50)
+  col = tfa.keras.SampleCollector(burnin=1000, thinning=100)
   data = tf.data.Dataset.from_tensors((x, y)).repeat()  # Full batch.
   model.fit(data, steps_per_epoch=steps // 10, epochs=10, verbose=0,
             callbacks=[col])

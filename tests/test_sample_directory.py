@@ -198,14 +198,11 @@ def test_names_drift_but_structure_matches(tmp_path):
 
 
 def test_chains_side_by_side(tmp_path):
-  children = [subprocess.Popen(
-      [sys.executable, '-m', 'tests.keras_resume_run',
-       str(tmp_path / ('chain_%d' % k)), '4', '0'], cwd=ROOT,
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  from tests import forked_runs  # pylint: disable=g-import-not-at-top
+  children = [forked_runs.Run(str(tmp_path / ('chain_%d' % k)), 4)
               for k in range(2)]
   for child in children:
-    _, err = child.communicate(timeout=300)
-    assert child.returncode == 0, err
+    forked_runs.finish(child)
   ens = tfa.keras.BayesianEnsemble.load(str(tmp_path))
   assert ens.chains == [0, 1]
   assert len(ens) == 8
