@@ -11,6 +11,10 @@ import os
 import warnings
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+# One thread per test process (and the processes they start): the suite runs
+# one process per core (`-n 2`), and two thread pools per core only contend.
+os.environ.setdefault('TF_NUM_INTRAOP_THREADS', '1')
+os.environ.setdefault('TF_NUM_INTEROP_THREADS', '1')
 
 import pytest  # pylint: disable=g-import-not-at-top
 
@@ -66,14 +70,3 @@ def no_warning(containing=''):
                w.category, (DeprecationWarning, PendingDeprecationWarning))]
   assert not found, found
 
-
-def pytest_collection_modifyitems(config, items):
-  """Runs the long tests (subprocesses, Monte Carlo) first.
-
-  With ``-n 2`` each worker then ends on short tests, instead of one
-  worker running a long test alone at the end.
-  """
-  del config
-  long_first = lambda item: not (item.get_closest_marker('slow') or
-                                 item.get_closest_marker('statistical'))
-  items.sort(key=long_first)
