@@ -78,6 +78,7 @@ class SampleStore(object):
     self.directory = os.fspath(directory)
     self._lock = None
     self._reported = set()
+    self._run_id = None  # Read from `run.json` once it exists.
 
   def path(self, name):
     return os.path.join(self.directory, name)
@@ -116,15 +117,21 @@ class SampleStore(object):
       sample_files.atomic_write(
           self.path(RUN), lambda f: json.dump({'run_id': run_id}, f),
           binary=False)
+      self._run_id = run_id
 
   @property
   def run_id(self):
-    """The id of the run that writes this directory (`None` before any)."""
-    try:
-      with open(self.path(RUN)) as f:
-        return str(json.load(f)['run_id'])
-    except (OSError, ValueError, KeyError, TypeError):
-      return None
+    """The id of the run that writes this directory (`None` before any).
+
+    Read once from ``run.json``: every commit's cleanup asks for it.
+    """
+    if self._run_id is None:
+      try:
+        with open(self.path(RUN)) as f:
+          self._run_id = str(json.load(f)['run_id'])
+      except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return self._run_id
 
   def release(self):
     if self._lock is not None:
@@ -247,6 +254,7 @@ class SampleStore(object):
     for name in os.listdir(self.directory):
       if _OURS.match(name) and name not in ('.lock', '.owner.json'):
         os.remove(self.path(name))
+    self._run_id = None  # `run.json` is gone; the next claim draws anew.
 
   # -- files ----------------------------------------------------------------
   def write_arrays(self, name, arrays, metadata, **fields):
@@ -346,7 +354,7 @@ def _check_manifest(manifest, path):
   seen = set()
   for e in samples:
     if not (isinstance(e, dict) and isinstance(e.get('file'), str) and
-            re.match(r'^sample_\d{10}\.npz$', e['file']) and
+            _SAMPLE.match(e['file']) and
             isinstance(e.get('size'), int) and isinstance(e.get('sha256'), str)
             and isinstance(e.get('step'), int)):
       bad('malformed sample entry %r' % (e,))
