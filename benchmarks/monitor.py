@@ -43,7 +43,7 @@ def _linear(optimizer, batch_size, epochs, burnin):
 
 
 def temperatures(quick):
-  scale = 0.2 if quick else 1.
+  scale = 0.05 if quick else 1.
   psgld = lambda gamma: tfa.keras.optimizers.PSGLD(
       2e-5, data_size=1000, seed=0, gamma=gamma, burnin=0,
       preconditioner_decay_rate=0.9, diagonal_bias=1e-3)

@@ -10,8 +10,8 @@ uninterrupted run (CPU, ``shuffle=False``), with the seeds fixed and with
 no seed at all (the resumed runs take the one the run recorded). A second
 soak has a reader loading the directory throughout: every load returns
 the members of one committed manifest. `TFPA_KILLS` sets the number of
-kills (default 24, a quarter of them for the second soak; the slow runs use
-hundreds).
+kills (default 12, a quarter of them and at least 5 for the second soak;
+the slow runs use hundreds).
 """
 
 import os
@@ -34,8 +34,11 @@ from tests.keras_resume_run import FIXED
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-KILLS = int(os.environ.get('TFPA_KILLS', '24'))
-EPOCHS = max(300, 10 * KILLS)  # Long enough to outlast the kills.
+KILLS = int(os.environ.get('TFPA_KILLS', '12'))
+# Long enough to outlast the kills: a killed run lives at most 0.4 s after
+# its first step at 0.01 s a batch (8 epochs of 5 batches), or until its
+# next file.
+EPOCHS = max(150, 12 * KILLS)
 
 
 def _committed(directory):

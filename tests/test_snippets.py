@@ -65,6 +65,19 @@ class _TensorFlowLog(logging.Handler):
     self.records.append(record.getMessage())
 
 
+def _fresh_retracing_counts(monkeypatch):
+  """TensorFlow's retracing counts as a new process has them.
+
+  TensorFlow counts traces per Python code object, process-wide: every Keras
+  model's predict function shares one count, so the models that earlier
+  tests in this process built would make a snippet's first predictions
+  look like retracing. A user's script starts from zero.
+  """
+  from tensorflow.python.eager.polymorphic_function import polymorphic_function  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(polymorphic_function, '_frequent_tracing_detector_manager',
+                      polymorphic_function._FrequentTracingDetectorManager())  # pylint: disable=protected-access
+
+
 @pytest.fixture(scope='module')
 def context(tmp_path_factory):
   """What the guides' text says a snippet continues from."""
@@ -110,6 +123,7 @@ def test_snippet_runs_without_warnings(name, code, context, monkeypatch):
   namespace = {k: v for k, v in context.items() if k != 'new_model'}
   namespace['model'] = context['new_model']()
   namespace['d'] = os.path.join(context['directory'], name.replace('/', '_'))
+  _fresh_retracing_counts(monkeypatch)
   tf_log = _TensorFlowLog()
   logging.getLogger('tensorflow').addHandler(tf_log)
   try:

@@ -364,7 +364,7 @@ class SampleCollector(keras.callbacks.Callback):
     if self._running is None:
       self._running = predictive.Predictive(self.likelihood, self._val[1])
     w = lr if self.weighting == 'step_size' else 1.
-    self._running.add(w, self.model.predict(self._val[0], verbose=0))
+    self._running.add(w, ensemble_lib.outputs(self.model, self._val[0]))
 
   @property
   def ensemble(self):
