@@ -18,10 +18,23 @@ def _half_normal(x):
 @pytest.mark.parametrize('policy', ['reject', 'reject_at_proposal'])
 def test_hard_wall_does_not_freeze_chains(policy):
   kernel = tfa.mcmc.SGLD(_half_normal, step_size=0.05, nonfinite=policy)
-  xs, _, results = tfa.mcmc.sample(kernel, tf.fill([500], 0.5), 1500,
-                                   progress=False, seed=(1, 2))
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    xs, _, results = tfa.mcmc.sample(kernel, tf.fill([500], 0.5), 1500,
+                                     progress=False, seed=(1, 2))
   xs = xs.numpy()
-  assert int(np.sum(results.num_nonfinite)) > 0          # Counted.
+  counts = results.num_nonfinite.numpy()
+  assert int(np.sum(counts)) > 0                         # Counted,
+  reports = [str(w.message) for w in caught if 'non-finite' in str(w.message)]
+  assert len(reports) == 1, reports                      # and told once:
+  assert ('%d step(s)' % np.sum(counts) in reports[0] and
+          '%d of 500 chain(s)' % np.sum(counts > 0) in reports[0] and
+          'at most %d step(s) in chain %d' % (counts.max(), counts.argmax())
+          in reports[0]), reports
+  # The same report, after `tfp.mcmc.sample_chain`, from the final results.
+  with pytest.warns(UserWarning, match='%d step' % np.sum(counts)):
+    again = tfa.mcmc.report_nonfinite(kernel, results)
+  np.testing.assert_array_equal(again, counts)
   assert int(np.max(results.num_unmoved)) < 20           # Nobody stuck.
   # Chains keep moving: every chain visits a wide range late in the run.
   assert np.all(xs[-500:].max(0) - xs[-500:].min(0) > 0.5)
@@ -95,6 +108,10 @@ def test_poisoned_batches_are_counted_logged_and_never_sampled():
   assert np.all(np.isfinite(collector.ensemble.predict(clean)))
   with pytest.raises(FloatingPointError, match='NaN/Inf in those inputs'):
     collector.ensemble.predict(x)
+  # The end of `fit` gives the run's total (here a second `fit` of one epoch).
+  with pytest.warns(UserWarning, match='ended with 3 optimizer step'):
+    model.fit(x, y, batch_size=20, epochs=1, shuffle=False, verbose=0,
+              callbacks=[tfa.keras.SampleCollector()])
 
 
 def test_all_batches_poisoned_is_reported_as_a_stuck_chain():

@@ -204,6 +204,13 @@ class SampleCollector(keras.callbacks.Callback):
     return self._store is not None and self._writes
 
   def on_train_end(self, logs=None):
+    if self.num_nonfinite:
+      warnings.warn(
+          'SampleCollector: the run ended with %d optimizer step(s) skipped '
+          'as non-finite, out of %d (the weights stayed at their last finite '
+          'values for those steps; `num_nonfinite`). Lower the learning rate, '
+          'or check the data and the model for NaN/Inf.'
+          % (self.num_nonfinite, int(np.asarray(self.model.optimizer.iterations))))
     if self._writing:
       self._epoch = self._epochs_done
       self.save_checkpoint()

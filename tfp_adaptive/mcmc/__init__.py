@@ -1,6 +1,7 @@
 """SG-MCMC transition kernels for `tfp.mcmc` with the Γ correction of Rensmeyer & Niggemann."""
 
 from tfp_adaptive.mcmc.driver import check_regime
+from tfp_adaptive.mcmc.driver import report_nonfinite
 from tfp_adaptive.mcmc.driver import sample
 from tfp_adaptive.mcmc.driver import stationary_histogram
 from tfp_adaptive.mcmc.kernel import AdaptiveSGMCMC
@@ -15,6 +16,6 @@ from tfp_adaptive.mcmc.samplers import WenzelSGLD
 __all__ = [
     'AdamSGLD', 'AdaptiveSGMCMC', 'AdaptiveSGMCMCKernelResults', 'MongeSGRLD',
     'PSGLD', 'SGLD', 'ShampooSGRLD', 'WenzelSGLD',
-    'check_regime', 'sample',
+    'check_regime', 'report_nonfinite', 'sample',
     'stationary_histogram',
 ]

@@ -12,7 +12,7 @@ import tensorflow_probability as tfp
 from tfp_adaptive import validation
 from tfp_adaptive.core import regime as regime_lib
 
-__all__ = ['check_regime', 'sample', 'stationary_histogram']
+__all__ = ['check_regime', 'report_nonfinite', 'sample', 'stationary_histogram']
 
 
 class _Progress(object):
@@ -67,6 +67,35 @@ def _check_finite(kernel, results, stuck_steps):
         '%s: %d step(s) had a non-finite log-prob, gradient or state (chains '
         'kept their last finite state). Lower `step_size` or check the model.'
         % (type(kernel).__name__, total))
+
+
+def report_nonfinite(kernel, results):
+  """Warns once how many steps of a finished run were non-finite, per chain.
+
+  Returns the per-chain counts (``kernel_results.num_nonfinite``) as a NumPy
+  array, or `None` for a kernel that does not count them.
+  """
+  count = _find_field(results, 'num_nonfinite')
+  if count is None:
+    return None
+  count = np.asarray(count)
+  total = int(np.sum(count))
+  if total:
+    policy = getattr(_sampler_kernel(kernel), 'parameters', {}).get(
+        'nonfinite')
+    what = ('were kept (nonfinite=\'ignore\')' if policy == 'ignore' else
+            'were rejected, each chain returning to its last finite state')
+    worst = np.unravel_index(int(np.argmax(count)), count.shape)
+    warnings.warn(
+        '%s: %d step(s) had a non-finite log-prob, gradient or state and %s: '
+        '%d of %d chain(s) affected, at most %d step(s) in chain %s '
+        '(per chain: `kernel_results.num_nonfinite`). The samples of those '
+        'chains over-represent where the rejections left them. Lower '
+        '`step_size`, or check the target for NaN/Inf.'
+        % (type(kernel).__name__, total, what, int(np.sum(count > 0)),
+           count.size, int(count[worst]),
+           worst[0] if len(worst) == 1 else worst))
+  return count
 
 
 def _sampler_kernel(kernel):
@@ -170,7 +199,9 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
   Each chunk of `chunk_size` results is one XLA-compiled `sample_chain` call
   (traced once and reused); between chunks the kernel results are checked
   for non-finite steps (``nonfinite='raise'`` raises `FloatingPointError`,
-  also under XLA, which drops the kernel's in-graph check), for chains
+  also under XLA, which drops the kernel's in-graph check; otherwise one
+  warning at the end gives how many steps were rejected, in how many
+  chains, see `report_nonfinite`), for chains
   that have not moved for `stuck_steps` steps (a warning), and, for our
   kernels, for the regime numbers of the run so far (`check_regime`: one
   warning per call, naming the parameter to change).
@@ -234,6 +265,7 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
       bar.update(burn + n * (1 + num_steps_between_results))
   finally:
     bar.close()
+  report_nonfinite(kernel, results)
   concat = lambda *xs: tf.concat(xs, axis=0)
   samples = tf.nest.map_structure(concat, *samples)
   traces = tf.nest.map_structure(concat, *traces) if trace_fn else None
@@ -349,6 +381,7 @@ def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
       bar.update(n)
   finally:
     bar.close()
+  report_nonfinite(kernel, results)
   total = total.reshape(num_groups, nbins + 1)
   if num_groups == 1:
     return total[0, :-1], int(total[0, -1]), state, results
