@@ -27,6 +27,7 @@ COUNT = ['10', 10.5, True, None, 0, -3]
 BOOL = ['False', 'True', 0, 1, None]
 SEED = ['1', -1, 2 ** 31, 2 ** 40, 1.5]
 NOISE = ['normal', 'Gaussian', None, 1]
+ADAPTATION = ['10', 10.5, True, 0, -3]  # None: adapt throughout.
 
 
 def _kernel_rows(cls, own):
@@ -40,6 +41,8 @@ def _kernel_rows(cls, own):
     rows += [(cls, base, 'gamma', ['corrected ', 'Corrected', None, True]),
              (cls, base, 'gamma_estimator', ['exactly', None]),
              (cls, base, 'gamma_probability', POSITIVE + [1.5])]
+  if cls is not tfa.mcmc.SGLD:
+    rows.append((cls, base, 'num_adaptation_steps', ADAPTATION))
   rows += [(cls, base, name, bad) for name, bad in own]
   return rows
 
@@ -76,6 +79,8 @@ def _optimizer_rows(cls, own):
     rows += [(cls, base, 'gamma', ['Corrected', None]),
              (cls, base, 'gamma_subsample', POSITIVE + [2.]),
              (cls, base, 'gamma_probability', POSITIVE + [2.])]
+  if cls is not tfa.keras.optimizers.SGLD:
+    rows.append((cls, base, 'num_adaptation_steps', ADAPTATION))
   return rows + [(cls, base, name, bad) for name, bad in own]
 
 

@@ -50,20 +50,53 @@ class Algorithm(object):
     drift_scale: Adam-SGLD's ``a``.
     noise: ``'gaussian'`` or ``'rademacher'`` (`noise.NOISE_KINDS`): the law
       of ``ξ`` (`noise.draw`).
+    num_adaptation_steps: `None` (the metric adapts at every step) or an int
+      ``n >= 1``: steps ``0 … n−1`` update the metric, and from step ``n``
+      on it is frozen (see `adapting`).
   """
 
   def __init__(self, preconditioner, noise_preconditioned=True,
-               momentum_decay_rate=None, drift_scale=1., noise='gaussian'):
+               momentum_decay_rate=None, drift_scale=1., noise='gaussian',
+               num_adaptation_steps=None):
     self.preconditioner = preconditioner
     self.noise_preconditioned = noise_preconditioned
     self.momentum_decay_rate = momentum_decay_rate
     self.drift_scale = drift_scale
     self.noise = validation.check_choice('noise', noise, noise_lib.NOISE_KINDS)
+    if num_adaptation_steps is not None:
+      num_adaptation_steps = validation.check_int('num_adaptation_steps',
+                                                  num_adaptation_steps)
+    self.num_adaptation_steps = num_adaptation_steps
 
   def with_noise(self, noise):
     """This algorithm with the law of ``ξ`` set to `noise` (validated)."""
     return Algorithm(self.preconditioner, self.noise_preconditioned,
-                     self.momentum_decay_rate, self.drift_scale, noise)
+                     self.momentum_decay_rate, self.drift_scale, noise,
+                     self.num_adaptation_steps)
+
+  def adapting(self, step):
+    """Whether the step numbered `step` (0 first) updates the metric.
+
+    A bool `Tensor`, or `None` when every step does (no
+    `num_adaptation_steps`, or a metric that does not adapt). After the
+    adaptation the metric is a constant ``M``: no statistics are updated,
+    Γ (the divergence of a constant metric) is exactly zero and is not
+    computed, and the step is SGLD preconditioned by the fixed ``M``, whose
+    stationary density is the target up to the step's O(h) discretisation
+    bias, with neither the O(h) drift of a lagging moving average nor the
+    Γ that corrects it.
+    """
+    if self.num_adaptation_steps is None or not self.preconditioner.is_adaptive:
+      return None
+    return tf.less(step, self.num_adaptation_steps)
+
+  def update_metric(self, state, grads, step, batch_ndims):
+    """The metric state after this step's gradient (unchanged once frozen)."""
+    adapting = self.adapting(step)
+    update = lambda: self.preconditioner.update(state, grads, step, batch_ndims)
+    if adapting is None:
+      return update()
+    return tf.cond(adapting, update, lambda: state)
 
   @property
   def has_momentum(self):
@@ -117,6 +150,8 @@ class Algorithm(object):
     Returns:
       ``(θ_{t+1}, m_t)``.
     """
+    if self.num_adaptation_steps is not None:
+      gradient_scale = None  # A frozen metric holds no statistics of ``ĝ``.
     drift, momentum = self.drift(grads, pstate, momentum, batch_ndims,
                                  gradient_scale)
     xi = noise_lib.draw(parts, noise_seed, self.noise)
@@ -167,7 +202,7 @@ def sgld():
 
 
 def psgld(preconditioner_decay_rate, diagonal_bias, bias_outside_sqrt=False,
-          initial_value=None):
+          num_adaptation_steps=None, initial_value=None):
   """pSGLD (Li et al. 2016; Rensmeyer & Niggemann 2025, Algorithm 1).
 
   `initial_value`: ``V_0``, or `None` (the kernels' default) for the warm
@@ -178,30 +213,34 @@ def psgld(preconditioner_decay_rate, diagonal_bias, bias_outside_sqrt=False,
   return Algorithm(preconditioners.RMSprop(
       preconditioner_decay_rate, diagonal_bias,
       validation.check_bool('bias_outside_sqrt', bias_outside_sqrt),
-      initial_value))
+      initial_value), num_adaptation_steps=num_adaptation_steps)
 
 
-def wenzel(preconditioner_decay_rate, update_interval, diagonal_bias):
+def wenzel(preconditioner_decay_rate, update_interval, diagonal_bias,
+           num_adaptation_steps=None):
   """Layer-wise preconditioned SGLD (Wenzel et al. 2020)."""
   _decay('preconditioner_decay_rate', preconditioner_decay_rate)
   validation.check_int('update_interval', update_interval)
   _nonnegative('diagonal_bias', diagonal_bias)
   return Algorithm(preconditioners.Wenzel(
-      preconditioner_decay_rate, diagonal_bias, update_interval))
+      preconditioner_decay_rate, diagonal_bias, update_interval),
+                   num_adaptation_steps=num_adaptation_steps)
 
 
-def monge(alpha2, preconditioner_decay_rate, fallback_threshold):
+def monge(alpha2, preconditioner_decay_rate, fallback_threshold,
+          num_adaptation_steps=None):
   """SGRLD in the Monge metric (Yu et al. 2023, Sec. 3.1)."""
   _nonnegative('alpha2', alpha2)
   _decay('preconditioner_decay_rate', preconditioner_decay_rate)
   validation.check_number('fallback_threshold', fallback_threshold, low=0.,
                           low_open=True)
   return Algorithm(preconditioners.Monge(
-      preconditioner_decay_rate, alpha2, fallback_threshold))
+      preconditioner_decay_rate, alpha2, fallback_threshold),
+                   num_adaptation_steps=num_adaptation_steps)
 
 
 def shampoo(preconditioner_decay_rate, epsilon, update_interval, max_dim,
-            block_size=None, roots='eigh'):
+            block_size=None, roots='eigh', num_adaptation_steps=None):
   """SGRLD in the Shampoo metric (Yu et al. 2023, Sec. 3.2)."""
   _decay('preconditioner_decay_rate', preconditioner_decay_rate)
   validation.check_number('epsilon', epsilon, low=0., low_open=True)
@@ -211,11 +250,11 @@ def shampoo(preconditioner_decay_rate, epsilon, update_interval, max_dim,
     block_size = validation.check_int('block_size', block_size, low=2)
   return Algorithm(shampoo_lib.Shampoo(
       preconditioner_decay_rate, epsilon, update_interval, max_dim,
-      block_size, roots))
+      block_size, roots), num_adaptation_steps=num_adaptation_steps)
 
 
 def adam_sgld(preconditioner_decay_rate, momentum_decay_rate, drift_scale,
-              diagonal_bias, bias_outside_sqrt=True):
+              diagonal_bias, bias_outside_sqrt=True, num_adaptation_steps=None):
   """Adam-SGLD (Kim, Song & Liang 2022; Rensmeyer & Niggemann 2025, eq. 28–31)."""
   _decay('preconditioner_decay_rate', preconditioner_decay_rate)
   _decay('momentum_decay_rate', momentum_decay_rate)
@@ -226,4 +265,5 @@ def adam_sgld(preconditioner_decay_rate, momentum_decay_rate, drift_scale,
       validation.check_bool('bias_outside_sqrt', bias_outside_sqrt))
   return Algorithm(pre, noise_preconditioned=False,
                    momentum_decay_rate=momentum_decay_rate,
-                   drift_scale=drift_scale)
+                   drift_scale=drift_scale,
+                   num_adaptation_steps=num_adaptation_steps)

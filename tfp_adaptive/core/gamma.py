@@ -143,7 +143,7 @@ def _exact_gamma(fn, parts, preconditioner, state, step, batch_ndims,
 def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
                        mode='none', estimator='hutchinson', seed=None,
                        gamma_fn=None, probability=1., noise_seed=None,
-                       noise='gaussian'):
+                       noise='gaussian', adapting=None):
   """One step's log-prob, gradient, updated metric state and scaled Γ.
 
   Args:
@@ -179,13 +179,31 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
       docstring). Same distribution of the step; under XLA one draw fewer.
     noise: the law of the step's noise (`noise.NOISE_KINDS`); with
       ``'rademacher'`` the probe is the noise itself, still even in ``Γ̂``.
+    adapting: optional bool scalar `Tensor` (`Algorithm.adapting`): where
+      false, the metric is frozen: `state` is returned as it is, and Γ
+      (zero for a constant metric) is zeros, not computed; only the
+      gradient is taken.
 
   Returns:
     ``(value, grads, new_state, gamma)`` where ``gamma`` is ``c·Γ`` (``c`` from
     `gamma_scale`; ``c·Γ/p`` or zeros with `probability`) or `None` when
     ``mode == 'none'``.
   """
-  if mode == 'none' or not preconditioner.is_adaptive:
+  with_gamma = mode != 'none' and preconditioner.is_adaptive
+  if adapting is not None and preconditioner.is_adaptive:
+    def adapt():
+      out = gradient_and_gamma(fn, parts, preconditioner, state, step,
+                               batch_ndims, mode, estimator, seed, gamma_fn,
+                               probability, noise_seed, noise)
+      return out if with_gamma else out[:3]
+
+    def frozen():
+      value, grads = value_and_gradient(fn, parts)
+      zeros = [tf.zeros_like(p) for p in parts]
+      return (value, grads, state) + ((zeros,) if with_gamma else ())
+    out = tuple(tf.cond(adapting, adapt, frozen))
+    return out if with_gamma else out + (None,)
+  if not with_gamma:
     return _gradient_and_update(fn, parts, preconditioner, state, step,
                                 batch_ndims)[:3] + (None,)
   c = gamma_scale(mode, preconditioner.decay)

@@ -74,6 +74,16 @@ REQUIRED = object()  # A leading argument without a default.
 _DECAY_RMS = ('α in [0, 1): the decay of the moving average ``V`` of squared '
               'gradients.')
 
+# Every adaptive sampler's: adapt, then freeze (`algorithms.Algorithm.adapting`).
+_ADAPTATION = Hyperparameter(
+    'num_adaptation_steps', None,
+    '`None` (the metric adapts throughout) or an int >= 1: the metric '
+    'adapts during the first this many steps and is then frozen: no more '
+    'statistics, Γ exactly zero and not computed, and the step costs what '
+    'an SGLD step preconditioned by the fixed metric costs; the chain is '
+    'then exact as h → 0 for that metric (guide "Choosing a sampler"). Set '
+    'it to the burn-in, and keep only samples taken after it.')
+
 SGLD = SamplerSpec(
     'SGLD', 'SGLD',
     'Stochastic gradient Langevin dynamics (Welling & Teh 2011), ``M = I``: '
@@ -98,7 +108,8 @@ PSGLD = SamplerSpec(
                     'mode: a value near the mean squared gradient removes it '
                     '(guide "Step sizes and regimes").'),
      Hyperparameter('bias_outside_sqrt', False,
-                    'Python bool, Li et al.\'s form of ``M``.')),
+                    'Python bool, Li et al.\'s form of ``M``.'),
+     _ADAPTATION),
     algorithms.psgld, True)
 
 WENZEL = SamplerSpec(
@@ -111,7 +122,8 @@ WENZEL = SamplerSpec(
                     'int >= 1, steps between refreshes of the scales '
                     '(Wenzel et al. refresh once per epoch).'),
      Hyperparameter('diagonal_bias', 1e-8,
-                    'ε >= 0 in ``σ_l = sqrt(ε + mean(V_l))``.')),
+                    'ε >= 0 in ``σ_l = sqrt(ε + mean(V_l))``.'),
+     _ADAPTATION),
     algorithms.wenzel, True)
 
 MONGE = SamplerSpec(
@@ -124,7 +136,8 @@ MONGE = SamplerSpec(
                     'average ``ℓ``.'),
      Hyperparameter('fallback_threshold', 1000.,
                     '> 0; a chain whose preconditioned gradient is longer '
-                    'uses ``M = I`` for that step (Yu et al. App. A.4).')),
+                    'uses ``M = I`` for that step (Yu et al. App. A.4).'),
+     _ADAPTATION),
     algorithms.monge, True)
 
 SHAMPOO = SamplerSpec(
@@ -155,7 +168,8 @@ SHAMPOO = SamplerSpec(
                     'for Γ) or ``\'newton\'`` (the coupled Newton '
                     'iteration, matrix products only: for accelerators, '
                     'and ``gamma=\'none\'`` only; see the guide '
-                    '"Performance").')),
+                    '"Performance").'),
+     _ADAPTATION),
     algorithms.shampoo, True)
 
 ADAM_SGLD = SamplerSpec(
@@ -170,7 +184,8 @@ ADAM_SGLD = SamplerSpec(
      Hyperparameter('drift_scale', 1., 'Kim et al.\'s ``a`` >= 0.'),
      Hyperparameter('diagonal_bias', 0.1, 'λ >= 0 of RMSprop\'s ``M``.'),
      Hyperparameter('bias_outside_sqrt', True,
-                    'Python bool; Adam\'s form ``1/(λ + sqrt(V))``.')),
+                    'Python bool; Adam\'s form ``1/(λ + sqrt(V))``.'),
+     _ADAPTATION),
     algorithms.adam_sgld, False)
 
 SPECS = (SGLD, PSGLD, WENZEL, MONGE, SHAMPOO, ADAM_SGLD)

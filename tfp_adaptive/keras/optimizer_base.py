@@ -376,7 +376,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     pstate, momentum = self.sampler_state(state_variables)
     step32 = tf.cast(step, tf.int32)
     new_pstate = (metric_state if metric_state is not None else
-                  self.preconditioner.update(pstate, full_grads, step32, 0))
+                  self._algorithm.update_metric(pstate, full_grads, step32, 0))
     n = self.data_size
     target_grads = [-tf.cast(n, g.dtype) * g for g in full_grads]
     noise_scale = None

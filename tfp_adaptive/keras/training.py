@@ -62,7 +62,8 @@ def _gradients_gamma_and_state(optimizer, loss_fn, variables,
       lambda _: loss_fn(), parts, optimizer.preconditioner, pstate, step, 0,
       mode, optimizer.gamma_estimator, gamma_seed, sub,
       optimizer.gamma_probability, noise_seed=noise_seed,
-      noise=optimizer.algorithm.noise)
+      noise=optimizer.algorithm.noise,
+      adapting=optimizer.algorithm.adapting(step))
   return loss, grads, gamma, pstate
 
 

@@ -142,7 +142,8 @@ def _regime(kernel, means, warn):
   regime = regime_lib.numbers(
       means, inner.preconditioner,
       with_gamma=(params.get('gamma', 'none') != 'none' and
-                  inner.preconditioner.is_adaptive))
+                  inner.preconditioner.is_adaptive and
+                  inner.algorithm.num_adaptation_steps is None))
   messages = _advice(inner, regime)
   if warn:
     for message in messages:

@@ -205,7 +205,8 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           batch_ndims, p.get('gamma', 'none'),
           p.get('gamma_estimator', 'hutchinson'), gamma_seed,
           self._gamma_log_prob(batch_seed), p.get('gamma_probability', 1.),
-          noise_seed=noise_seed, noise=self.algorithm.noise)
+          noise_seed=noise_seed, noise=self.algorithm.noise,
+          adapting=self.algorithm.adapting(prev.step))
       h = schedules.evaluate(self.step_size, prev.step)
       new_parts, momentum, norms = self.algorithm.update(
           parts, grads, pstate, prev.momentum, gamma, h, p['temperature'],
