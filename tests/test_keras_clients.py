@@ -127,7 +127,7 @@ def test_regression_mse_without_arguments():
   np.testing.assert_allclose(mean, members.mean(0), rtol=1e-6)
   np.testing.assert_allclose(var, members.var(0) + 0.5, rtol=1e-6)
   out = ens.evaluate(x, y)
-  assert set(out) == {'log_likelihood', 'rmse'}
+  assert set(out) == {'log_likelihood', 'rmse', 'coverage_50', 'coverage_90'}
   assert out['rmse'] < 0.6, out
   stated = tfa.keras.BayesianEnsemble(model, ens.members, noise_variance=0.09)
   assert stated.likelihood.noise_variance_source == 'stated'

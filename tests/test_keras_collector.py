@@ -215,7 +215,8 @@ def test_regression_ensemble():
   members = col.ensemble.predict_members(x)
   np.testing.assert_allclose(mean, members.mean(0), rtol=1e-6)
   np.testing.assert_allclose(var, members.var(0) + 0.5, rtol=1e-6)
-  assert set(col.ensemble.evaluate(x, y)) == {'log_likelihood', 'rmse'}
+  assert set(col.ensemble.evaluate(x, y)) == {'log_likelihood', 'rmse', 'coverage_50',
+                                                'coverage_90'}
 
 
 def test_priors_enter_the_loss_over_n():

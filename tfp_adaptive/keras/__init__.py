@@ -12,11 +12,14 @@ from tfp_adaptive.keras.collector import SampleCollector
 from tfp_adaptive.keras.ensemble import BayesianEnsemble
 from tfp_adaptive.keras.monitor import SamplerMonitor
 from tfp_adaptive.keras.regime import StepSizeCalibration
+from tfp_adaptive.keras.regression import GaussianNLL
+from tfp_adaptive.keras.regression import NoiseScale
 from tfp_adaptive.keras.sample_files import SampleFileError
 from tfp_adaptive.keras.training import enable_gamma
 from tfp_adaptive.keras.training import gradients_and_gamma
 
-__all__ = ['BayesianEnsemble', 'SampleCollector', 'SampleFileError',
+__all__ = ['BayesianEnsemble', 'GaussianNLL', 'NoiseScale', 'SampleCollector',
+           'SampleFileError',
            'SamplerMonitor', 'StepSizeCalibration',
            'distribute', 'enable_gamma', 'gradients_and_gamma', 'likelihoods', 'optimizers', 'priors',
            'schedules']

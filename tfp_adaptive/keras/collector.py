@@ -133,6 +133,7 @@ class SampleCollector(keras.callbacks.Callback):
     self._pending = False
     self._unmoved = 0
     self._losses, self._collapse_warned = [], False
+    self._noise_warned = False
     self._fingerprint = None
     self._writes = True
     self._burnin_checked = True
@@ -244,9 +245,10 @@ class SampleCollector(keras.callbacks.Callback):
       self.collect(int(self.model.optimizer.iterations.numpy()))
     self._check_collapse(logs)
     opt = self.model.optimizer
+    start = epoch if self.unit == 'epoch' else getattr(self, '_epoch_start', 0)
+    if start >= self.burnin:
+      self._check_noise(logs)
     if getattr(opt, 'regime_state', None) is not None:
-      start = epoch if self.unit == 'epoch' else getattr(
-          self, '_epoch_start', 0)
       opt.regime_state.report(
           opt, epoch, logs, check=epoch >= 1 and start >= self.burnin,
           stochastic=regime.is_stochastic(self.params))
@@ -269,8 +271,9 @@ class SampleCollector(keras.callbacks.Callback):
     into it, not sampling.
     """
     loss = (logs or {}).get('loss')
-    if loss is None or self._collapse_warned:
-      return
+    if (loss is None or self._collapse_warned or
+        getattr(self.likelihood, 'name', None) == 'gaussian_scale'):
+      return  # A learnt noise scale makes a negative loss legitimate.
     self._losses = (self._losses + [float(loss)])[-5:]
     falling = all(b < a for a, b in zip(self._losses, self._losses[1:]))
     if len(self._losses) == 5 and falling and self._losses[-1] < 0:
@@ -289,6 +292,40 @@ class SampleCollector(keras.callbacks.Callback):
           'with its weights has a pole at 0; tfp_adaptive.keras.priors.'
           'add_horseshoe_prior integrates it out.'
           % (self._losses[-1], ', '.join(priors) or 'none'))
+
+  NOISE_FACTOR = 10.  # Residuals this far from the noise variance: a warning.
+
+  def _check_noise(self, logs):
+    """Warns once when ``'mse'``'s implied noise variance is far from the residuals'.
+
+    The loss ``'mse'`` is a Gaussian likelihood of variance ``K/2`` per
+    output (`likelihoods.Gaussian`), so under the model the loss averages
+    ``K/2``. After burn-in, a loss more than `NOISE_FACTOR` times away says
+    the posterior is far too narrow (or too wide) for the targets' scale.
+    """
+    lik = self.likelihood
+    loss = (logs or {}).get('loss')
+    if (self._noise_warned or loss is None or lik is None or
+        lik.name != 'gaussian' or lik.noise_variance is not None):
+      return
+    try:
+      outputs = int(np.prod(self.model.output_shape[1:]))
+    except (AttributeError, TypeError, ValueError):
+      return  # A subclassed model without a known output shape.
+    implied = lik.variance(outputs)
+    ratio = float(loss) / implied
+    if 1. / self.NOISE_FACTOR <= ratio <= self.NOISE_FACTOR:
+      return
+    self._noise_warned = True
+    warnings.warn(
+        'SampleCollector: the loss \'mse\' is a Gaussian likelihood whose '
+        'noise variance is fixed at K/2 = %g per output, but after burn-in '
+        'the training loss is %.3g, %.3g times what that noise gives: the '
+        'posterior and the ensemble\'s intervals are far too %s for these '
+        'targets. Let the model learn its noise (end it with '
+        'tfa.keras.NoiseScale(data_size=N) and compile with '
+        'loss=tfa.keras.GaussianNLL()), or standardise the targets.'
+        % (implied, float(loss), ratio, 'narrow' if ratio > 1 else 'wide'))
 
   def _check_nonfinite(self, steps):
     """Counts the optimizer's skipped steps since the last batch; returns their number."""

@@ -118,8 +118,11 @@ class BayesianEnsemble(object):
   def predict_members(self, x, batch_size=None):
     """Array ``[S, n, ...]`` of every member's probabilities (or means)."""
     x, _ = as_arrays(x)
-    return np.stack([self.likelihood.member_output(out)
-                     for _, out in self._outputs(x, batch_size)])
+    lik = self.likelihood
+    outs = [lik.member_output(out) for _, out in self._outputs(x, batch_size)]
+    if not lik.is_classification:  # The means (without a head's scales).
+      outs = [lik.mean_and_variance(out)[0] for out in outs]
+    return np.stack(outs)
 
   def predict(self, x, batch_size=None):
     """Posterior predictive: probabilities, or ``(mean, variance)`` (Gaussian).
@@ -139,6 +142,41 @@ class BayesianEnsemble(object):
     x, _ = as_arrays(x)
     return self._predictive(x, None, batch_size).prediction()
 
+  def predict_quantiles(self, x, quantiles, batch_size=None):
+    """Quantiles of the posterior predictive of a regression (the mixture of the members' Gaussians).
+
+    Args:
+      x: as `predict`.
+      quantiles: sequence of probabilities in (0, 1).
+      batch_size: as `predict`.
+
+    Returns:
+      list of arrays shaped like `predict`'s mean, one per quantile.
+    """
+    if self.likelihood.is_classification:
+      raise ValueError('Quantiles are for regression; this ensemble has a '
+                       '%r likelihood.' % self.likelihood.name)
+    quantiles = [validation.check_number('quantiles', q, low=0., high=1.,
+                                         low_open=True, high_open=True)
+                 for q in np.atleast_1d(quantiles).tolist()]
+    x, _ = as_arrays(x)
+    weights, means, variances = [], [], []
+    for w, out in self._outputs(x, batch_size):
+      mean, var = self.likelihood.mean_and_variance(
+          self.likelihood.member_output(out))
+      weights.append(w)
+      means.append(mean)
+      variances.append(var)
+    return predictive.mixture_quantiles(weights, np.stack(means),
+                                        np.stack(variances), quantiles)
+
+  def predict_interval(self, x, level=0.9, batch_size=None):
+    """``(lower, upper)``: the central `level` interval of the posterior predictive (regression)."""
+    level = validation.check_number('level', level, low=0., high=1.,
+                                    low_open=True, high_open=True)
+    return tuple(self.predict_quantiles(x, [(1. - level) / 2.,
+                                            (1. + level) / 2.], batch_size))
+
   def log_likelihood_points(self, x, y=None, batch_size=None):
     """``log p̄(y_i | x_i)`` for every example (as `predict`'s arguments)."""
     x, y = as_arrays(x, y)
@@ -150,8 +188,11 @@ class BayesianEnsemble(object):
     Returns:
       dict. Classification: ``log_likelihood`` (mean log p̄(y|x)),
       ``accuracy``, ``ece`` (`tfp.stats.expected_calibration_error`,
-      `num_bins` bins), ``brier``. Gaussian: ``log_likelihood`` (of the
-      mixture of the members' Gaussians) and ``rmse`` of the predictive mean.
+      `num_bins` bins), ``brier``. Regression: ``log_likelihood`` (of the
+      mixture of the members' Gaussians; its negative is the NLL), ``rmse``
+      of the predictive mean, and ``coverage_50``, ``coverage_90``: the
+      share of targets inside the predictive's central 50% and 90%
+      intervals (`predict_interval`).
     """
     x, y = as_arrays(x, y)
     if y is None:

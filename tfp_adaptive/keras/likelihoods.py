@@ -10,6 +10,7 @@ compiled loss                                 likelihood         member output m
 ``categorical_crossentropy`` (one-hot y)      `Categorical`      class probabilities
 ``binary_crossentropy``                       `Bernoulli`        P(y = 1)
 ``mse`` / ``mean_squared_error``              `Gaussian`         the mean
+`tfp_adaptive.keras.GaussianNLL`              `GaussianScale`    the mean and log σ
 ============================================  =================  =====================
 
 ``from_logits=True`` applies the softmax (sigmoid) to each member before
@@ -29,11 +30,11 @@ import keras
 
 from tfp_adaptive import validation
 
-__all__ = ['Bernoulli', 'Categorical', 'Gaussian', 'LIKELIHOODS', 'Likelihood',
-           'from_loss', 'get']
+__all__ = ['Bernoulli', 'Categorical', 'Gaussian', 'GaussianScale',
+           'LIKELIHOODS', 'Likelihood', 'from_loss', 'get']
 
 #: Names accepted by `get` and ``SampleCollector(likelihood=...)``.
-LIKELIHOODS = ('categorical', 'bernoulli', 'gaussian')
+LIKELIHOODS = ('categorical', 'bernoulli', 'gaussian', 'gaussian_scale')
 _PROB_TOL = 1e-3  # float32 softmax rows sum to 1 within ~1e-6.
 
 _NAMES = {
@@ -42,6 +43,7 @@ _NAMES = {
     'binary_crossentropy': 'bernoulli',
     'mse': 'gaussian',
     'mean_squared_error': 'gaussian',
+    'gaussian_nll': 'gaussian_scale',
 }
 
 
@@ -65,10 +67,10 @@ class Likelihood(object):
       probs = self.probabilities(output)
       labels = self.labels(y, probs.shape[-1])
       return np.log(np.maximum(probs[np.arange(len(probs)), labels], 1e-300))
-    y = self.targets(y, output)
-    var = self.output_variance(output)
-    sq = ((y - output) ** 2).reshape(len(output), -1)
-    return -0.5 * np.sum(np.log(2 * np.pi * var) + sq / var, -1)
+    mean, var = self.mean_and_variance(output)
+    y = self.targets(y, mean)
+    terms = np.log(2 * np.pi * var) + (y - mean) ** 2 / var
+    return -0.5 * np.sum(terms.reshape(len(mean), -1), -1)
 
   def sample(self, output, rng):
     """One draw of ``y`` per example from one member's predictive."""
@@ -76,8 +78,8 @@ class Likelihood(object):
       probs = self.probabilities(output)
       u = rng.random((len(probs), 1))
       return np.minimum((np.cumsum(probs, -1) < u).sum(-1), probs.shape[-1] - 1)
-    return output + np.sqrt(self.output_variance(output)) * rng.standard_normal(
-        output.shape)
+    mean, var = self.mean_and_variance(output)
+    return mean + np.sqrt(var) * rng.standard_normal(mean.shape)
 
   def get_config(self):
     return {'name': self.name}
@@ -202,6 +204,10 @@ class Gaussian(Likelihood):
   def member_output(self, raw):
     return np.asarray(raw, np.float64)
 
+  def mean_and_variance(self, output):
+    """``(μ, σ²)`` of one member's predictive for each output."""
+    return output, np.broadcast_to(self.output_variance(output), output.shape)
+
   def targets(self, y, mean):
     y = np.asarray(y)
     if not np.issubdtype(y.dtype, np.number) or y.size != mean.size:
@@ -215,6 +221,36 @@ class Gaussian(Likelihood):
     return {'name': self.name, 'noise_variance': self.noise_variance}
 
 
+class GaussianScale(Gaussian):
+  """Real targets, ``y ~ N(μ(x), σ(x)²)``, with the noise scale an output of the model.
+
+  The model's last axis holds ``K`` means and then ``K`` log-scales
+  ``ρ = log σ`` (`tfp_adaptive.keras.GaussianNLL`, `NoiseScale` or a
+  heteroscedastic head); each member's predictive is its own Gaussian, and
+  the ensemble's is their mixture.
+  """
+
+  name = 'gaussian_scale'
+
+  def __init__(self):
+    super().__init__(None)
+
+  @property
+  def noise_variance_source(self):
+    return 'sampled with the model'
+
+  def mean_and_variance(self, output):
+    k = output.shape[-1]
+    if k % 2:
+      raise ValueError('A GaussianScale likelihood needs K means and K '
+                       'log-scales on the last axis; the model outputs %d '
+                       'values.' % k)
+    return output[..., :k // 2], np.exp(2. * output[..., k // 2:])
+
+  def get_config(self):
+    return {'name': self.name}
+
+
 def get(identifier, from_logits=None, noise_variance=None):
   """A `Likelihood` from a name in `LIKELIHOODS`, a config dict or an instance."""
   if isinstance(identifier, Likelihood):
@@ -223,6 +259,12 @@ def get(identifier, from_logits=None, noise_variance=None):
     config = dict(identifier)
     return get(config.pop('name'), **config)
   validation.check_choice('likelihood', identifier, LIKELIHOODS)
+  if identifier == 'gaussian_scale':
+    if from_logits or noise_variance is not None:
+      raise ValueError('likelihood=\'gaussian_scale\' reads the noise from '
+                       'the model; it takes neither `from_logits` nor '
+                       '`noise_variance`.')
+    return GaussianScale()
   if identifier == 'gaussian':
     if from_logits:
       raise ValueError('`from_logits` applies to classification likelihoods, '
@@ -261,10 +303,11 @@ def from_loss(loss, from_logits=None, noise_variance=None):
         '%s. Pass it explicitly, e.g. SampleCollector(likelihood=\'categorical\''
         ', from_logits=True), one of %s.' % (why[0].upper() + why[1:],
                                             ', '.join(map(repr, LIKELIHOODS))))
-  if from_logits is not None and kind != 'gaussian' and bool(from_logits) != logits:
+  regression = kind.startswith('gaussian')
+  if from_logits is not None and not regression and bool(from_logits) != logits:
     raise ValueError('`from_logits=%r` contradicts the compiled loss %r '
                      '(from_logits=%r).' % (from_logits, loss, logits))
-  return get(kind, from_logits=logits if kind != 'gaussian' else None,
+  return get(kind, from_logits=None if regression else logits,
              noise_variance=noise_variance)
 
 
@@ -275,7 +318,9 @@ def _describe(loss):
   if isinstance(loss, keras.losses.Loss):
     config = loss.get_config()
     fn = getattr(loss, 'fn', None)
-    name = getattr(fn, '__name__', None) or _snake(type(loss).__name__)
+    name = (getattr(fn, '__name__', None) or
+            getattr(loss, 'likelihood_name', None) or
+            _snake(type(loss).__name__))
     return (name, bool(config.get('from_logits', False)),
             float(config.get('label_smoothing', 0.) or 0.))
   if callable(loss):

@@ -7,10 +7,11 @@ validation metric use it, so the two always agree.
 """
 
 import numpy as np
+import scipy.special
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-__all__ = ['Predictive', 'classification_metrics']
+__all__ = ['Predictive', 'classification_metrics', 'mixture_quantiles']
 
 
 class Predictive(object):
@@ -30,6 +31,7 @@ class Predictive(object):
     self._first = None
     self._second = None
     self._log_terms = None  # log Σ_s w_s p(y_i | θ_s), per point.
+    self._cdf = None  # Σ_s w_s P(Y ≤ y_i | θ_s), per output (regression).
     self._labels = None
 
   def add(self, weight, raw_output):
@@ -42,15 +44,21 @@ class Predictive(object):
           'chain; lower the learning rate).' % (np.sum(~np.all(np.isfinite(out.reshape(len(out), -1)),
                                      -1)), len(out)))
     self.total_weight += weight
-    self._first = _acc(self._first, weight * out)
-    if not self.likelihood.is_classification:
-      self._second = _acc(self._second, weight * out ** 2)
+    if self.likelihood.is_classification:
+      self._first = _acc(self._first, weight * out)
+    else:  # The mixture's first two moments, and its CDF at the targets.
+      mean, var = self.likelihood.mean_and_variance(out)
+      self._first = _acc(self._first, weight * mean)
+      self._second = _acc(self._second, weight * (mean ** 2 + var))
+      if self.y is not None:
+        z = (self.likelihood.targets(self.y, mean) - mean) / np.sqrt(var)
+        self._cdf = _acc(self._cdf, weight * scipy.special.ndtr(z))
     if self.y is not None:
       term = np.log(weight) + self._member_log_likelihood(out)
       self._log_terms = (term if self._log_terms is None
                          else np.logaddexp(self._log_terms, term))
 
-  _STATE = ('_first', '_second', '_log_terms')
+  _STATE = ('_first', '_second', '_log_terms', '_cdf')
 
   def get_state(self):
     """``(total_weight, {name: array})``: what `set_state` needs to continue the sums."""
@@ -83,8 +91,7 @@ class Predictive(object):
     mean = self._first / self.total_weight
     if self.likelihood.is_classification:
       return mean
-    var = np.maximum(self._second / self.total_weight - mean ** 2, 0.)
-    return mean, var + self.likelihood.output_variance(mean)
+    return mean, np.maximum(self._second / self.total_weight - mean ** 2, 0.)
 
   def log_likelihood_points(self):
     """``log p̄(y_i | x_i)`` per point (needs `y`)."""
@@ -93,15 +100,28 @@ class Predictive(object):
       raise ValueError('`Predictive` was built without targets `y`.')
     return self._log_terms - np.log(self.total_weight)
 
+  def coverage(self, level):
+    """Share of targets inside the predictive's central `level` interval (regression).
+
+    Exact for the mixture of the members' Gaussians: a target is inside
+    when the mixture's CDF at it is within ``(1 ± level)/2``.
+    """
+    self._check()
+    u = self._cdf / self.total_weight
+    half = level / 2.
+    return float(np.mean((u >= 0.5 - half) & (u <= 0.5 + half)))
+
   def metrics(self, num_bins=15):
-    """Classification: log_likelihood, accuracy, ece, brier; Gaussian: log_likelihood, rmse."""
+    """Classification: log_likelihood, accuracy, ece, brier; regression: log_likelihood, rmse, coverage_50, coverage_90."""
     lik = self.likelihood
     ll = float(np.mean(self.log_likelihood_points()))
     if not lik.is_classification:
       mean, _ = self.prediction()
       y = lik.targets(self.y, mean)
       return {'log_likelihood': ll,
-              'rmse': float(np.sqrt(np.mean((y - mean) ** 2)))}
+              'rmse': float(np.sqrt(np.mean((y - mean) ** 2))),
+              'coverage_50': self.coverage(0.5),
+              'coverage_90': self.coverage(0.9)}
     out = classification_metrics(lik.probabilities(self.prediction()),
                                  self._labels, num_bins)
     out['log_likelihood'] = ll
@@ -143,6 +163,34 @@ def classification_metrics(probs, labels, num_bins=15):
       'brier': float(np.mean(np.sum((probs - onehot) ** 2, -1))),
       'confidence': float(np.mean(np.max(probs, -1))),
   }
+
+
+def mixture_quantiles(weights, means, variances, probs, iterations=60):
+  """Quantiles of a mixture of Gaussians, per point, by bisection on its CDF.
+
+  Args:
+    weights: ``[S]`` member weights (normalised here).
+    means, variances: ``[S, ...]`` each member's ``μ`` and ``σ²``.
+    probs: sequence of probabilities in (0, 1).
+    iterations: bisection steps (each halves the bracket of
+      ``[min μ − 10 σ, max μ + 10 σ]``; 60 reach float64 resolution).
+
+  Returns:
+    list of arrays shaped like ``means[0]``, one per probability.
+  """
+  w = np.asarray(weights, np.float64)
+  w = (w / w.sum()).reshape((-1,) + (1,) * (np.ndim(means) - 1))
+  sd = np.sqrt(variances)
+  out = []
+  for p in probs:
+    lo = np.min(means - 10. * sd, 0)
+    hi = np.max(means + 10. * sd, 0)
+    for _ in range(iterations):
+      mid = 0.5 * (lo + hi)
+      below = np.sum(w * scipy.special.ndtr((mid - means) / sd), 0) < p
+      lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    out.append(0.5 * (lo + hi))
+  return out
 
 
 def _acc(total, value):
