@@ -12,7 +12,8 @@ import warnings
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 # One thread per test process (and the processes they start): the suite runs
-# one process per core (`-n 2`), and two thread pools per core only contend.
+# at least one process per core (`-n 3` on two), and more thread pools than
+# cores only contend.
 os.environ.setdefault('TF_NUM_INTRAOP_THREADS', '1')
 os.environ.setdefault('TF_NUM_INTEROP_THREADS', '1')
 
