@@ -39,6 +39,14 @@ CASES = {
     'PSGLD-corrected': lambda: tfa.keras.optimizers.PSGLD(
         1e-3, data_size=N, burnin=0, preconditioner_decay_rate=0.5,
         diagonal_bias=1e-2, gamma='corrected', seed=5),
+    # Adapt for the burn-in, then freeze (no Γ): the Keras path of a frozen
+    # metric (an average over ~100 steps, decay 0.99) samples the posterior.
+    # At this decay the metric barely moves, so the same optimizer adapting
+    # throughout passes too; where adapting without Γ fails and freezing
+    # does not is tested on the kernels (`test_posteriors.py`).
+    'PSGLD-frozen': lambda: tfa.keras.optimizers.PSGLD(
+        1e-3, data_size=N, burnin=0, preconditioner_decay_rate=0.99,
+        diagonal_bias=1e-2, gamma='none', num_adaptation_steps=1000, seed=5),
     'MongeSGRLD-corrected': lambda: tfa.keras.optimizers.MongeSGRLD(
         2e-3, data_size=N, preconditioner_decay_rate=0.5, alpha2=1.,
         gamma='corrected', seed=5),
