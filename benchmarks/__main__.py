@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (module, extra arguments of the full run, title). Timing first.
 BENCHMARKS = [
     ('speed', [], 'Speed'),
+    ('noise_draw', [], 'The Gaussian noise draw'),
     ('gamma_cost', [], 'Cost of Γ against model size'),
     ('shampoo_cost', [], 'Cost of the Shampoo metric'),
     ('monitor', [], 'SamplerMonitor: the configurational temperature'),

@@ -25,6 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ('benchmarks.tfp_side_by_side', ['tfp_side_by_side.md',
                                      'tfp_side_by_side.png'], []),
     ('benchmarks.speed', ['speed.md', 'speed.png'], []),
+    ('benchmarks.noise_draw', ['noise_draw.md'], []),
     ('benchmarks.gamma_cost', ['gamma_cost.md', 'gamma_cost.png',
                                'gamma_cost_tfp.md', 'gamma_cost_tfp.png'], []),
     ('benchmarks.yu_funnel', ['funnel.md', 'funnel.png'], []),
