@@ -133,7 +133,7 @@ class SampleCollector(keras.callbacks.Callback):
     self._pending = False
     self._unmoved = 0
     self._losses, self._collapse_warned = [], False
-    self._noise_warned = False
+    self._steady_losses = []  # Training losses of the epochs after burn-in.
     self._fingerprint = None
     self._writes = True
     self._burnin_checked = True
@@ -157,6 +157,7 @@ class SampleCollector(keras.callbacks.Callback):
   # -- fit hooks --------------------------------------------------------------
   def on_train_begin(self, logs=None):
     model = self.model
+    self._steady_losses = []
     self.likelihood = ensemble_lib.resolve_likelihood(model,
                                                       *self._likelihood_args)
     opt = model.optimizer
@@ -205,6 +206,7 @@ class SampleCollector(keras.callbacks.Callback):
     return self._store is not None and self._writes
 
   def on_train_end(self, logs=None):
+    self._check_noise()
     if self.num_nonfinite:
       warnings.warn(
           'SampleCollector: the run ended with %d optimizer step(s) skipped '
@@ -246,8 +248,8 @@ class SampleCollector(keras.callbacks.Callback):
     self._check_collapse(logs)
     opt = self.model.optimizer
     start = epoch if self.unit == 'epoch' else getattr(self, '_epoch_start', 0)
-    if start >= self.burnin:
-      self._check_noise(logs)
+    if start >= self.burnin and (logs or {}).get('loss') is not None:
+      self._steady_losses.append(float(logs['loss']))
     if getattr(opt, 'regime_state', None) is not None:
       opt.regime_state.report(
           opt, epoch, logs, check=epoch >= 1 and start >= self.burnin,
@@ -295,37 +297,43 @@ class SampleCollector(keras.callbacks.Callback):
 
   NOISE_FACTOR = 10.  # Residuals this far from the noise variance: a warning.
 
-  def _check_noise(self, logs):
-    """Warns once when ``'mse'``'s implied noise variance is far from the residuals'.
+  def _check_noise(self):
+    """Warns when ``'mse'``'s implied noise variance is far from the residuals'.
 
     The loss ``'mse'`` is a Gaussian likelihood of variance ``K/2`` per
     output (`likelihoods.Gaussian`), so under the model the loss averages
-    ``K/2``. After burn-in, a loss more than `NOISE_FACTOR` times away says
-    the posterior is far too narrow (or too wide) for the targets' scale.
+    ``K/2``. At the end of `fit`, the mean loss over the last third of the
+    epochs after burn-in (at least 3, and only if it has stopped moving:
+    its two halves within 20% of each other, so that a transient is not
+    judged) more than `NOISE_FACTOR` times away says the posterior is far
+    too narrow (or too wide) for the targets' scale.
     """
     lik = self.likelihood
-    loss = (logs or {}).get('loss')
-    if (self._noise_warned or loss is None or lik is None or
+    window = self._steady_losses[-(len(self._steady_losses) // 3):]
+    if (len(self._steady_losses) < 9 or lik is None or
         lik.name != 'gaussian' or lik.noise_variance is not None):
       return
+    half = len(window) // 2
+    loss = float(np.mean(window))
+    if abs(np.mean(window[half:]) - np.mean(window[:half])) > 0.2 * abs(loss):
+      return  # Still moving: no verdict.
     try:
       outputs = int(np.prod(self.model.output_shape[1:]))
     except (AttributeError, TypeError, ValueError):
       return  # A subclassed model without a known output shape.
     implied = lik.variance(outputs)
-    ratio = float(loss) / implied
+    ratio = loss / implied
     if 1. / self.NOISE_FACTOR <= ratio <= self.NOISE_FACTOR:
       return
-    self._noise_warned = True
     warnings.warn(
         'SampleCollector: the loss \'mse\' is a Gaussian likelihood whose '
-        'noise variance is fixed at K/2 = %g per output, but after burn-in '
-        'the training loss is %.3g, %.3g times what that noise gives: the '
-        'posterior and the ensemble\'s intervals are far too %s for these '
-        'targets. Let the model learn its noise (end it with '
+        'noise variance is fixed at K/2 = %g per output, but at the end of '
+        'the run the training loss is %.3g, %.3g times what that noise '
+        'gives: the posterior and the ensemble\'s intervals are far too %s '
+        'for these targets. Let the model learn its noise (end it with '
         'tfa.keras.NoiseScale(data_size=N) and compile with '
         'loss=tfa.keras.GaussianNLL()), or standardise the targets.'
-        % (implied, float(loss), ratio, 'narrow' if ratio > 1 else 'wide'))
+        % (implied, loss, ratio, 'narrow' if ratio > 1 else 'wide'))
 
   def _check_nonfinite(self, steps):
     """Counts the optimizer's skipped steps since the last batch; returns their number."""
