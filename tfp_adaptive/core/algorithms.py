@@ -90,6 +90,16 @@ class Algorithm(object):
       return None
     return tf.less(step, self.num_adaptation_steps)
 
+  def tracks_metric_with_gamma(self, gamma):
+    """Whether a run in Γ mode `gamma` corrects a moving-average metric that follows the chain.
+
+    True for an adaptive metric with ``gamma != 'none'`` that is never
+    frozen: then the lag of the moving average behind the chain biases
+    the corrected Γ (`tfp_adaptive.core.regime`).
+    """
+    return (gamma != 'none' and self.preconditioner.is_adaptive and
+            self.num_adaptation_steps is None)
+
   def update_metric(self, state, grads, step, batch_ndims):
     """The metric state after this step's gradient (unchanged once frozen)."""
     adapting = self.adapting(step)

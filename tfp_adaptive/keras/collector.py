@@ -274,8 +274,8 @@ class SampleCollector(keras.callbacks.Callback):
     """
     loss = (logs or {}).get('loss')
     if (loss is None or self._collapse_warned or
-        getattr(self.likelihood, 'name', None) == 'gaussian_scale'):
-      return  # A learnt noise scale makes a negative loss legitimate.
+        not getattr(self.likelihood, 'loss_is_nonnegative', True)):
+      return  # E.g. a learnt noise scale: a negative loss is legitimate.
     self._losses = (self._losses + [float(loss)])[-5:]
     falling = all(b < a for a, b in zip(self._losses, self._losses[1:]))
     if len(self._losses) == 5 and falling and self._losses[-1] < 0:

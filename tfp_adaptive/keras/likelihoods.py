@@ -56,6 +56,9 @@ class Likelihood(object):
 
   name = None
   is_classification = True
+  # The loss is a negative log-probability mass or a fixed-variance squared
+  # error, never below 0 (`SampleCollector`'s collapse check relies on it).
+  loss_is_nonnegative = True
 
   def member_output(self, raw):
     """One member's raw model output → probabilities (or mean), validated."""
@@ -68,9 +71,7 @@ class Likelihood(object):
       labels = self.labels(y, probs.shape[-1])
       return np.log(np.maximum(probs[np.arange(len(probs)), labels], 1e-300))
     mean, var = self.mean_and_variance(output)
-    y = self.targets(y, mean)
-    terms = np.log(2 * np.pi * var) + (y - mean) ** 2 / var
-    return -0.5 * np.sum(terms.reshape(len(mean), -1), -1)
+    return gaussian_log_density(self.targets(y, mean), mean, var)
 
   def sample(self, output, rng):
     """One draw of ``y`` per example from one member's predictive."""
@@ -231,6 +232,7 @@ class GaussianScale(Gaussian):
   """
 
   name = 'gaussian_scale'
+  loss_is_nonnegative = False  # −log density with a learnt σ can be < 0.
 
   def __init__(self):
     super().__init__(None)
@@ -249,6 +251,12 @@ class GaussianScale(Gaussian):
 
   def get_config(self):
     return {'name': self.name}
+
+
+def gaussian_log_density(y, mean, var):
+  """``log N(y; μ, σ²)`` per example, summed over its outputs."""
+  terms = np.log(2 * np.pi * var) + (y - mean) ** 2 / var
+  return -0.5 * np.sum(terms.reshape(len(mean), -1), -1)
 
 
 def get(identifier, from_logits=None, noise_variance=None):

@@ -11,6 +11,8 @@ import scipy.special
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_adaptive.keras import likelihoods
+
 __all__ = ['Predictive', 'classification_metrics', 'mixture_quantiles']
 
 
@@ -44,17 +46,21 @@ class Predictive(object):
           'chain; lower the learning rate).' % (np.sum(~np.all(np.isfinite(out.reshape(len(out), -1)),
                                      -1)), len(out)))
     self.total_weight += weight
-    if self.likelihood.is_classification:
+    lik = self.likelihood
+    if lik.is_classification:
       self._first = _acc(self._first, weight * out)
+      log_lik = None if self.y is None else self._member_log_likelihood(out)
     else:  # The mixture's first two moments, and its CDF at the targets.
-      mean, var = self.likelihood.mean_and_variance(out)
+      mean, var = lik.mean_and_variance(out)
       self._first = _acc(self._first, weight * mean)
       self._second = _acc(self._second, weight * (mean ** 2 + var))
       if self.y is not None:
-        z = (self.likelihood.targets(self.y, mean) - mean) / np.sqrt(var)
-        self._cdf = _acc(self._cdf, weight * scipy.special.ndtr(z))
+        y = lik.targets(self.y, mean)
+        self._cdf = _acc(self._cdf, weight * scipy.special.ndtr(
+            (y - mean) / np.sqrt(var)))
+        log_lik = likelihoods.gaussian_log_density(y, mean, var)
     if self.y is not None:
-      term = np.log(weight) + self._member_log_likelihood(out)
+      term = np.log(weight) + log_lik
       self._log_terms = (term if self._log_terms is None
                          else np.logaddexp(self._log_terms, term))
 
@@ -72,14 +78,14 @@ class Predictive(object):
       setattr(self, k, arrays.get(k))
 
   def _member_log_likelihood(self, out):
+    """``log p(y_i | θ)`` of a classification member (labels read once)."""
     lik = self.likelihood
-    if lik.is_classification and self._labels is None:
+    if self._labels is None:
       self._labels = lik.labels(self.y, lik.probabilities(out).shape[-1])
       if len(self._labels) != len(out):
         raise ValueError('%d labels for %d predictions.'
                          % (len(self._labels), len(out)))
-    return lik.log_likelihood(out, self.y if self._labels is None
-                              else self._labels)
+    return lik.log_likelihood(out, self._labels)
 
   def _check(self):
     if self._first is None:

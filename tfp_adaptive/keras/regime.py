@@ -57,8 +57,8 @@ class RegimeState(object):
   def _numbers(optimizer, sums, count):
     return regime_lib.numbers(sums / count, optimizer.preconditioner,
                               gradient_scale=optimizer.data_size,
-                              with_gamma=(optimizer.needs_gamma and
-                                          optimizer.algorithm.num_adaptation_steps is None))
+                              with_gamma=optimizer.algorithm.tracks_metric_with_gamma(
+                                  optimizer.gamma))
 
   def report(self, optimizer, epoch, logs, check, stochastic):
     """Logs the epoch's numbers; if `check`, warns once per run when outside.

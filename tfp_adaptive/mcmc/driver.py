@@ -141,9 +141,8 @@ def _regime(kernel, means, warn):
   params = inner.parameters
   regime = regime_lib.numbers(
       means, inner.preconditioner,
-      with_gamma=(params.get('gamma', 'none') != 'none' and
-                  inner.preconditioner.is_adaptive and
-                  inner.algorithm.num_adaptation_steps is None))
+      with_gamma=inner.algorithm.tracks_metric_with_gamma(
+          params.get('gamma', 'none')))
   messages = _advice(inner, regime)
   if warn:
     for message in messages:
