@@ -124,6 +124,7 @@ MONITOR = [(tfa.keras.SamplerMonitor, {}, name, bad) for name, bad in [
 
 _MODEL = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
 L = tfa.keras.likelihoods
+_REGRESSION = tfa.keras.BayesianEnsemble(_MODEL, [], likelihood='gaussian')
 OTHERS = [
     (tfa.keras.BayesianEnsemble, dict(model=_MODEL, members=[],
                                       likelihood='categorical'),
@@ -164,6 +165,13 @@ OTHERS = [
     (tfa.minibatch_log_prob,
      dict(log_likelihood_fn=lambda p, d: d[0] * 0., data=(np.zeros([10]),),
           batch_size=5), 'log_likelihood_fn', [None, 'f']),
+    (tfa.keras.NoiseScale, dict(data_size=10), 'data_size', NUMBER + [0.]),
+    (tfa.keras.NoiseScale, dict(data_size=10), 'prior_scale', POSITIVE),
+    (tfa.keras.NoiseScale, dict(data_size=10), 'initial_scale', POSITIVE),
+    (_REGRESSION.predict_interval, dict(x=np.zeros([2, 3])), 'level',
+     NUMBER + [0., 1., 1.5]),
+    (_REGRESSION.predict_quantiles, dict(x=np.zeros([2, 3])), 'quantiles',
+     [['0.5'], [0.], [1.], [0.5, 1.5], [None]]),
 ]
 
 SAMPLE = functools.partial(tfa.mcmc.sample, tfa.mcmc.SGLD(TARGET, 0.1), STATE)
