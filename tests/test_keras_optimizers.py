@@ -31,7 +31,7 @@ def test_psgld_step_equals_tfp_optimizer_step():
   tfp_delta = tfp_reference.tfp_optimizer_delta(lr, decay, bias, data_size=n)
   ours = _one_step(opt_lib.PSGLD(lr, preconditioner_decay_rate=decay,
                                  diagonal_bias=bias, data_size=n, burnin=100,
-                                 gamma='none'))
+                                 gamma='none', prior='flat'))
   np.testing.assert_allclose(ours, tfp_delta, rtol=1e-6)
 
 
@@ -43,7 +43,8 @@ def test_psgld_original_is_tfp_step_with_its_intended_gamma():
   gamma = tfp_reference.tfp_diag_jacobian_gamma(decay, bias)
   ours = _one_step(opt_lib.PSGLD(lr, preconditioner_decay_rate=decay,
                                  diagonal_bias=bias, burnin=100,
-                                 gamma='original', gamma_estimator='exact'))
+                                 gamma='original', gamma_estimator='exact',
+                                 prior='flat'))
   np.testing.assert_allclose(ours, tfp_delta + 0.5 * lr * gamma, rtol=1e-6)
   assert np.max(np.abs(0.5 * lr * gamma)) > 1e-3 * np.max(np.abs(tfp_delta))
 

@@ -25,6 +25,7 @@ single-device Γ). Multi-worker runs must pass the same explicit `seed` on
 every worker: the default seed is drawn per process.
 """
 
+import logging
 import warnings
 
 import numpy as np
@@ -36,11 +37,15 @@ from tfp_adaptive import validation
 from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.core import tensors
 from tfp_adaptive.keras import distribute
+from tfp_adaptive.keras import priors
 
-__all__ = ['NONFINITE_POLICIES', 'SamplerOptimizer', 'backing_variable',
-           'sampler_of']
+__all__ = ['NONFINITE_POLICIES', 'PRIORS', 'SamplerOptimizer',
+           'backing_variable', 'sampler_of']
 
 NONFINITE_POLICIES = ('reject', 'raise')
+PRIORS = ('default', 'flat')
+
+_LOG = logging.getLogger('tfp_adaptive')
 
 
 def backing_variable(v):
@@ -95,6 +100,18 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       ``'raise'`` (the step is not applied and, outside XLA, fails with
       `tf.errors.InvalidArgumentError`; `SampleCollector` raises
       `FloatingPointError` after the batch in every mode).
+    prior: the prior of the variables that have no regularizer:
+      ``'default'`` (`tfp_adaptive.keras.priors.default_prior`, a Gaussian
+      of variance ``DEFAULT_GAIN²/fan_in`` per tensor; one log line names
+      the variables it covers) or ``'flat'`` (none: the loss holds the whole
+      posterior; warns when a Keras variable has no regularizer, since
+      without a prior a network's posterior may be improper). Variables with
+      a regularizer (`tfp_adaptive.keras.priors`, or any Keras regularizer)
+      take it as their prior, as Keras adds it to the loss. The default
+      prior's gradient ``θ/(σ²N)`` is added to the loss gradient before the
+      metric and the drift see it, in `fit` and in custom loops alike, and
+      Γ differentiates it too (`gradients_and_gamma`). Which variables it
+      covers is decided when the optimizer is built.
     seed: int seed of the sampler's noise (if `None`, drawn from NumPy's
       global generator, so `keras.utils.set_random_seed` makes a run
       reproducible, as it does Keras' own random ops; stored in the config so
@@ -116,8 +133,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
 
   def __init__(self, learning_rate, data_size=1, burnin=None, temperature=1.,
                noise='gaussian', gamma='none', gamma_estimator='hutchinson', gamma_subsample=1.,
-               gamma_probability=1., nonfinite='reject', seed=None, name=None,
-               hyperparameters=None, **kwargs):
+               gamma_probability=1., nonfinite='reject', prior='default',
+               seed=None, name=None, hyperparameters=None, **kwargs):
     if not isinstance(learning_rate,
                       keras.optimizers.schedules.LearningRateSchedule):
       if not callable(learning_rate):
@@ -142,6 +159,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         low_open=True)
     self.nonfinite = validation.check_choice('nonfinite', nonfinite,
                                              NONFINITE_POLICIES)
+    self.prior = validation.check_choice('prior', prior, PRIORS)
+    self._prior_precisions = None  # 1/(σ²N) per variable, set by `build`.
     self._seed_given = seed is not None
     self.seed = _random_seed() if seed is None else validation.check_seed(
         'seed', seed)
@@ -238,6 +257,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     self.check_dtype_policy()
     self._agree_on_seed()
     super().build(var_list)
+    self._prior_precisions = self._resolve_prior(var_list)
     values = [tf.convert_to_tensor(v) for v in var_list]
     template = (self.preconditioner.init(values, 0),
                 self._algorithm.init_momentum(values))
@@ -258,6 +278,48 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     self._temperature_variable = self.add_variable(
         (), dtype='float32', name='temperature',
         initializer=keras.initializers.Constant(self.temperature))
+
+  def _resolve_prior(self, var_list):
+    """``1/(σ²N)`` of the default prior per variable (`None`: no default prior)."""
+    bare = [v for v in var_list if getattr(v, 'regularizer', None) is None]
+    if self.prior == 'flat':
+      keras_bare = [v for v in bare if isinstance(v, keras.Variable)]
+      if keras_bare:
+        warnings.warn(
+            '%s(prior=\'flat\'): %d of %d variables have no regularizer (%s), '
+            'so the posterior has no prior on them and may be improper: a '
+            'network\'s weights can then drift without bound (e.g. along the '
+            'scale symmetry of ReLU layers, or for inputs the data never '
+            'excite). Use prior=\'default\', or put priors on them with '
+            'tfp_adaptive.keras.priors.' % (
+                type(self).__name__, len(keras_bare), len(var_list),
+                _names(keras_bare)))
+      return [None] * len(var_list)
+    prior = priors.default_prior(self.data_size)
+    if bare:
+      _LOG.warning(
+          '%s: %d of %d variables have no prior of their own (%s); they get '
+          'the default prior N(0, %g/fan_in) (tfp_adaptive.keras.priors.'
+          'default_prior). Pass prior=\'flat\' if the loss already holds '
+          'their prior.', type(self).__name__, len(bare), len(var_list),
+          _names(bare), priors.DEFAULT_GAIN ** 2)
+    return [prior.precision_over_n(tuple(v.shape))
+            if getattr(v, 'regularizer', None) is None else None
+            for v in var_list]
+
+  def prior_loss(self, variables):
+    """The default prior's ``-log p(θ)/N`` over `variables` (the optimizer's order)."""
+    total = 0.
+    for v, c in zip(variables, self._prior_precisions):
+      if c is not None:
+        t = tf.convert_to_tensor(v)
+        total += tensors.part_event_dot(t, t, 0) * (0.5 * c)
+    return total
+
+  def prior_gradients(self, parts):
+    """The gradient of `prior_loss` at `parts` (`None` where no default prior)."""
+    return [None if c is None else tf.cast(c, p.dtype) * p
+            for p, c in zip(parts, self._prior_precisions)]
 
   @property
   def temperature_variable(self):
@@ -312,7 +374,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     config.update(self._hyperparameters)
     config.update(data_size=self.data_size, burnin=self.burnin,
                   temperature=self.temperature, noise=self.noise,
-                  nonfinite=self.nonfinite,
+                  nonfinite=self.nonfinite, prior=self.prior,
                   seed=self.seed)
     if self._supports_gamma:
       config.update(gamma=self.gamma, gamma_estimator=self.gamma_estimator,
@@ -373,6 +435,9 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       full_grads[i] = tf.cast(grads[k], parts[i].dtype)
       if gamma is not None:
         full_gamma[i] = tf.cast(gamma[k], parts[i].dtype)
+    # The default prior enters before the metric, as a regularizer's does.
+    full_grads = [g if p is None else g + p for g, p in
+                  zip(full_grads, self.prior_gradients(parts))]
     pstate, momentum = self.sampler_state(state_variables)
     step32 = tf.cast(step, tf.int32)
     new_pstate = (metric_state if metric_state is not None else
@@ -420,6 +485,11 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       v.assign(tf.cast(leaf, tf.int32) if is_bool else leaf)
     skipped = tf.cast(tf.logical_not(ok), tf.int64)
     num_nonfinite.assign_add(skipped)
+
+
+def _names(variables, most=4):
+  names = [getattr(v, 'path', None) or v.name for v in variables]
+  return ', '.join(names[:most]) + (', ...' if len(names) > most else '')
 
 
 def _sum_over_workers(strategy, value):

@@ -57,13 +57,23 @@ def _gradients_gamma_and_state(optimizer, loss_fn, variables,
   pstate, _ = optimizer.sampler_state()
   gamma_seed, noise_seed = optimizer.step_seeds(step)
   mode = optimizer.gamma if optimizer.needs_gamma else 'none'
-  sub = None if gamma_loss_fn is None else (lambda _: gamma_loss_fn())
+  # The metric and Γ see the default prior's term as `apply` adds it; the
+  # loss and gradient handed back are the loss's own, as without Γ.
+  def with_prior(fn):
+    def posterior(xs):
+      loss = fn()
+      return loss + tf.cast(optimizer.prior_loss(xs), loss.dtype)
+    return posterior
+  sub = None if gamma_loss_fn is None else with_prior(gamma_loss_fn)
   loss, grads, pstate, gamma = gamma_lib.gradient_and_gamma(
-      lambda _: loss_fn(), parts, optimizer.preconditioner, pstate, step, 0,
+      with_prior(loss_fn), parts, optimizer.preconditioner, pstate, step, 0,
       mode, optimizer.gamma_estimator, gamma_seed, sub,
       optimizer.gamma_probability, noise_seed=noise_seed,
       noise=optimizer.algorithm.noise,
       adapting=optimizer.algorithm.adapting(step))
+  grads = [g if p is None else g - p
+           for g, p in zip(grads, optimizer.prior_gradients(parts))]
+  loss -= tf.cast(optimizer.prior_loss(parts), loss.dtype)
   return loss, grads, gamma, pstate
 
 
