@@ -6,8 +6,9 @@ zero or negative counts). Each must raise `TypeError`/`ValueError` whose
 message names the parameter; suspects of hanging run under a timeout.
 """
 
-import multiprocessing
 import functools
+import inspect
+import multiprocessing
 
 import numpy as np
 import pytest
@@ -30,6 +31,10 @@ NOISE = ['normal', 'Gaussian', None, 1]
 ADAPTATION = ['10', 10.5, True, 0, -3]  # None: adapt throughout.
 
 
+def _takes(cls, name):
+  return name in inspect.signature(cls).parameters
+
+
 def _kernel_rows(cls, own):
   base = dict(target_log_prob_fn=TARGET, step_size=0.1)
   rows = [(cls, base, 'step_size', POSITIVE),
@@ -37,11 +42,11 @@ def _kernel_rows(cls, own):
           (cls, base, 'noise', NOISE),
           (cls, base, 'nonfinite', ['skip', 'Reject', None, 1]),
           (cls, base, 'target_log_prob_fn', [None, 1.0, 'f'])]
-  if cls not in (tfa.mcmc.SGLD, tfa.mcmc.AdamSGLD):
+  if _takes(cls, 'gamma'):
     rows += [(cls, base, 'gamma', ['corrected ', 'Corrected', None, True]),
              (cls, base, 'gamma_estimator', ['exactly', None]),
              (cls, base, 'gamma_probability', POSITIVE + [1.5])]
-  if cls is not tfa.mcmc.SGLD:
+  if _takes(cls, 'num_adaptation_steps'):
     rows.append((cls, base, 'num_adaptation_steps', ADAPTATION))
   rows += [(cls, base, name, bad) for name, bad in own]
   return rows
@@ -63,7 +68,9 @@ KERNELS = (
         ('roots', ['Newton', 'qr', None, 1])]) +
     _kernel_rows(tfa.mcmc.AdamSGLD, RMS + [
         ('momentum_decay_rate', DECAY), ('drift_scale', NUMBER + [-1.]),
-        ('bias_outside_sqrt', BOOL)]))
+        ('bias_outside_sqrt', BOOL)]) +
+    _kernel_rows(tfa.mcmc.SGHMC, [('friction', POSITIVE + [1.5]),
+                                  ('gradient_noise', NUMBER + [-1., 0.1])]))
 
 
 def _optimizer_rows(cls, own):
@@ -74,12 +81,13 @@ def _optimizer_rows(cls, own):
           (cls, base, 'temperature', POSITIVE),
           (cls, base, 'noise', NOISE),
           (cls, base, 'nonfinite', ['skip', None]),
+          (cls, base, 'prior', ['Flat', 'gaussian', None, 1.]),
           (cls, base, 'seed', SEED)]
-  if cls not in (tfa.keras.optimizers.SGLD, tfa.keras.optimizers.AdamSGLD):
+  if _takes(cls, 'gamma'):
     rows += [(cls, base, 'gamma', ['Corrected', None]),
              (cls, base, 'gamma_subsample', POSITIVE + [2.]),
              (cls, base, 'gamma_probability', POSITIVE + [2.])]
-  if cls is not tfa.keras.optimizers.SGLD:
+  if _takes(cls, 'num_adaptation_steps'):
     rows.append((cls, base, 'num_adaptation_steps', ADAPTATION))
   return rows + [(cls, base, name, bad) for name, bad in own]
 
@@ -93,7 +101,9 @@ OPTIMIZERS = (
     _optimizer_rows(K.ShampooSGRLD, [('epsilon', POSITIVE),
                                      ('max_dim', COUNT),
                                      ('roots', ['Newton', None])]) +
-    _optimizer_rows(K.AdamSGLD, RMS + [('momentum_decay_rate', DECAY)]))
+    _optimizer_rows(K.AdamSGLD, RMS + [('momentum_decay_rate', DECAY)]) +
+    _optimizer_rows(K.SGHMC, [('friction', POSITIVE + [1.5]),
+                              ('gradient_noise', NUMBER + [-1., 0.1])]))
 
 COLLECTOR = [(tfa.keras.SampleCollector, {}, name, bad) for name, bad in [
     ('burnin', ['10', 10.5, True, None, -1]), ('thinning', COUNT),
@@ -159,6 +169,7 @@ OTHERS = [
      POSITIVE + ['fan-in']),
     (tfa.keras.priors.GaussianPrior, dict(data_size=10), 'data_size',
      NUMBER + [0.]),
+    (tfa.keras.priors.GaussianPrior, dict(data_size=10), 'gain', POSITIVE),
     (tfa.minibatch_log_prob,
      dict(log_likelihood_fn=lambda p, d: d[0] * 0., data=(np.zeros([10]),),
           batch_size=5), 'batch_size', COUNT + [11]),

@@ -7,7 +7,9 @@ the state with `Algorithm.update`, the Euler–Maruyama step:
 
 ``θ' = θ + (h/2)(M ∇û + τ c Γ) + sqrt(h τ) M^{1/2} ξ``
 
-(Adam-SGLD replaces ``M ∇û`` by Kim et al.'s drift and uses ``ξ`` unscaled.)
+(Adam-SGLD replaces ``M ∇û`` by Kim et al.'s drift and uses ``ξ`` unscaled;
+SGHMC moves ``θ`` by a velocity that the gradient and the noise drive,
+`diffusion.hamiltonian_step`.)
 """
 
 import collections
@@ -22,7 +24,7 @@ from tfp_adaptive.core import shampoo as shampoo_lib
 from tfp_adaptive.core import tensors
 
 __all__ = ['Algorithm', 'StepNorms', 'adam_sgld', 'monge', 'psgld', 'sgld',
-           'shampoo', 'wenzel']
+           'sghmc', 'shampoo', 'wenzel']
 
 
 class StepNorms(collections.namedtuple(
@@ -53,12 +55,17 @@ class Algorithm(object):
     num_adaptation_steps: `None` (the metric adapts at every step) or an int
       ``n >= 1``: steps ``0 … n−1`` update the metric, and from step ``n``
       on it is frozen (see `adapting`).
+    friction: `None` (Langevin dynamics) or SGHMC's ``α`` in (0, 1]: the
+      state then carries a velocity (`diffusion.hamiltonian_step`).
+    gradient_noise: SGHMC's ``β̂`` in [0, ``friction``).
   """
 
   def __init__(self, preconditioner, noise_preconditioned=True,
                momentum_decay_rate=None, drift_scale=1., noise='gaussian',
-               num_adaptation_steps=None):
+               num_adaptation_steps=None, friction=None, gradient_noise=0.):
     self.preconditioner = preconditioner
+    self.friction = friction
+    self.gradient_noise = gradient_noise
     self.noise_preconditioned = noise_preconditioned
     self.momentum_decay_rate = momentum_decay_rate
     self.drift_scale = drift_scale
@@ -72,7 +79,8 @@ class Algorithm(object):
     """This algorithm with the law of ``ξ`` set to `noise` (validated)."""
     return Algorithm(self.preconditioner, self.noise_preconditioned,
                      self.momentum_decay_rate, self.drift_scale, noise,
-                     self.num_adaptation_steps)
+                     self.num_adaptation_steps, self.friction,
+                     self.gradient_noise)
 
   def adapting(self, step):
     """Whether the step numbered `step` (0 first) updates the metric.
@@ -109,11 +117,16 @@ class Algorithm(object):
     return tf.cond(adapting, update, lambda: state)
 
   @property
+  def is_hamiltonian(self):
+    """True for SGHMC: the state carries a velocity."""
+    return self.friction is not None
+
+  @property
   def has_momentum(self):
-    return self.momentum_decay_rate is not None
+    return self.momentum_decay_rate is not None or self.is_hamiltonian
 
   def init_momentum(self, parts):
-    """Adam-SGLD's first moment ``m_0 = 0``; ``()`` for the other samplers."""
+    """Adam-SGLD's first moment or SGHMC's velocity, ``0``; ``()`` for the other samplers."""
     if not self.has_momentum:
       return ()
     return [tf.zeros_like(p) for p in parts]
@@ -126,7 +139,7 @@ class Algorithm(object):
     (`Preconditioner.apply_to_gradient`).
     """
     pre = self.preconditioner
-    if not self.has_momentum:
+    if self.momentum_decay_rate is None:  # SGHMC's velocity is not a drift.
       if gradient_scale is None:
         return pre.apply(pstate, grads, batch_ndims), momentum
       return (pre.apply_to_gradient(pstate, grads, gradient_scale, batch_ndims),
@@ -158,7 +171,7 @@ class Algorithm(object):
         statistics of ``ĝ`` in the drift.
 
     Returns:
-      ``(θ_{t+1}, m_t)``.
+      ``(θ_{t+1}, m_t)`` (SGHMC: ``m_t`` is the velocity ``v_{t+1}``).
     """
     if self.num_adaptation_steps is not None:
       gradient_scale = None  # A frozen metric holds no statistics of ``ĝ``.
@@ -169,8 +182,13 @@ class Algorithm(object):
       xi = self.preconditioner.apply_sqrt(pstate, xi, batch_ndims)
     if noise_scale is not None:
       xi = [tf.cast(noise_scale, x.dtype) * x for x in xi]
-    new_parts = diffusion.langevin_step(parts, drift, xi, step_size,
-                                        temperature, gamma)
+    if self.is_hamiltonian:
+      new_parts, momentum = diffusion.hamiltonian_step(
+          parts, momentum, drift, xi, step_size, self.friction,
+          self.gradient_noise, temperature)
+    else:
+      new_parts = diffusion.langevin_step(parts, drift, xi, step_size,
+                                          temperature, gamma)
     if not ratios:
       return new_parts, momentum
     return new_parts, momentum, step_norms(
@@ -209,6 +227,20 @@ def _nonnegative(name, value):
 def sgld():
   """SGLD (Welling & Teh 2011): M = I."""
   return Algorithm(preconditioners.Identity())
+
+
+def sghmc(friction, gradient_noise):
+  """SGHMC (Chen, Fox & Guestrin 2014), ``M = I``: `diffusion.hamiltonian_step`."""
+  validation.check_number('friction', friction, low=0., high=1.,
+                          low_open=True)
+  validation.check_number('gradient_noise', gradient_noise, low=0.)
+  if gradient_noise >= friction:
+    raise ValueError('`gradient_noise` must be below `friction` (the '
+                     'injected noise has variance (friction - '
+                     'gradient_noise)·h). Received: gradient_noise=%r, '
+                     'friction=%r.' % (gradient_noise, friction))
+  return Algorithm(preconditioners.Identity(), friction=friction,
+                   gradient_noise=gradient_noise)
 
 
 def psgld(preconditioner_decay_rate, diagonal_bias, bias_outside_sqrt=False,

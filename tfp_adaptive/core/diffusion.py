@@ -1,8 +1,8 @@
-"""The Euler–Maruyama step of Riemannian Langevin dynamics and the Adam-SGLD drift."""
+"""The Euler–Maruyama step of Riemannian Langevin dynamics, the Adam-SGLD drift and the SGHMC step."""
 
 import tensorflow as tf
 
-__all__ = ['adam_sgld_drift', 'langevin_step']
+__all__ = ['adam_sgld_drift', 'hamiltonian_step', 'langevin_step']
 
 
 def langevin_step(parts, drift, noise, step_size, temperature=1., gamma=None):
@@ -41,3 +41,43 @@ def adam_sgld_drift(grads, momentum, preconditioned_momentum, decay, drift_scale
   pm = preconditioned_momentum(new_m)
   a = tf.cast(drift_scale, grads[0].dtype)
   return [g + a * q for g, q in zip(grads, pm)], new_m
+
+
+def hamiltonian_step(parts, velocity, drift, noise, step_size, friction,
+                     gradient_noise=0., temperature=1.):
+  """SGHMC (Chen, Fox & Guestrin 2014, eq. 15), scaled so that friction 1 is SGLD.
+
+  ``v' = (1 − α) v + (h/2) ∇û + sqrt((α − β̂) h τ) ξ`` and ``θ' = θ + v'``.
+
+  With ``η = h/2`` this is Chen et al.'s practical form (their learning rate
+  ``η``, friction ``α = ηC`` and noise estimate ``β̂ = ηB̂/2``) and
+  BlackJAX's ``sghmc(alpha, beta)`` at ``step_size = η``. The velocity is
+  ``v = η M⁻¹ r`` for a momentum ``r`` of mass ``M = I/η``; its stationary
+  variance is ``η τ``. At ``α = 1`` and ``β̂ = 0`` the velocity is
+  forgotten every step and the update is SGLD's
+  ``θ' = θ + (h/2)∇û + sqrt(h τ) ξ`` (`langevin_step`).
+
+  Args:
+    parts: list of `Tensor`s, ``θ_t``.
+    velocity: list, ``v_t``.
+    drift: list, ``∇û(θ_t)``.
+    noise: list, ``ξ ~ N(0, I)``.
+    step_size: ``h`` (``2η``).
+    friction: ``α`` in (0, 1].
+    gradient_noise: ``β̂`` in [0, α), the share of the injected noise that
+      the minibatch gradient's own noise is taken to supply.
+    temperature: ``τ``.
+
+  Returns:
+    ``(θ_{t+1}, v_{t+1})``.
+  """
+  new_parts, new_velocity = [], []
+  for x, v, d, n in zip(parts, velocity, drift, noise):
+    h = tf.cast(step_size, x.dtype)
+    a = tf.cast(friction, x.dtype)
+    b = tf.cast(gradient_noise, x.dtype)
+    tau = tf.cast(temperature, x.dtype)
+    v = (1. - a) * v + 0.5 * h * d + tf.sqrt((a - b) * h * tau) * n
+    new_velocity.append(v)
+    new_parts.append(x + v)
+  return new_parts, new_velocity

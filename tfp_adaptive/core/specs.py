@@ -13,8 +13,8 @@ import inspect
 
 from tfp_adaptive.core import algorithms
 
-__all__ = ['ADAM_SGLD', 'Hyperparameter', 'MONGE', 'PSGLD', 'SGLD', 'SHAMPOO',
-           'SPECS', 'SamplerSpec', 'WENZEL', 'signature']
+__all__ = ['ADAM_SGLD', 'Hyperparameter', 'MONGE', 'PSGLD', 'SGHMC', 'SGLD',
+           'SHAMPOO', 'SPECS', 'SamplerSpec', 'WENZEL', 'signature']
 
 Hyperparameter = collections.namedtuple('Hyperparameter',
                                         ['name', 'default', 'doc'])
@@ -188,4 +188,22 @@ ADAM_SGLD = SamplerSpec(
      _ADAPTATION),
     algorithms.adam_sgld, False)
 
-SPECS = (SGLD, PSGLD, WENZEL, MONGE, SHAMPOO, ADAM_SGLD)
+SGHMC = SamplerSpec(
+    'SGHMC', 'SGHMC',
+    'Stochastic gradient Hamiltonian Monte Carlo (Chen, Fox & Guestrin '
+    '2014), ``M = I``: ``v\' = (1 − α) v + (h/2) ∇û + sqrt((α − β̂) h τ) ξ``, '
+    '``θ\' = θ + v\'``. Chen et al.\'s learning rate ``η`` and BlackJAX\'s '
+    '``step_size`` are ``h/2``; at ``friction=1`` the step is SGLD\'s.',
+    (Hyperparameter('friction', 0.1,
+                    'α in (0, 1]: the share of the velocity lost per step '
+                    '(Chen et al.\'s ``ηC``; BlackJAX\'s ``alpha``). Lower '
+                    'keeps more momentum: longer moves per gradient, more '
+                    'sensitive to gradient noise.'),
+     Hyperparameter('gradient_noise', 0.,
+                    'β̂ in [0, friction): the estimate of the minibatch '
+                    'gradient\'s noise in the velocity (Chen et al.\'s '
+                    '``ηB̂/2``; BlackJAX\'s ``beta``), subtracted from the '
+                    'injected noise.')),
+    algorithms.sghmc, False)
+
+SPECS = (SGLD, PSGLD, WENZEL, MONGE, SHAMPOO, ADAM_SGLD, SGHMC)

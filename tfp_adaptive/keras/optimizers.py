@@ -1,4 +1,4 @@
-"""Keras 3 SG-MCMC optimizers: SGLD, PSGLD, WenzelSGLD, MongeSGRLD, ShampooSGRLD, AdamSGLD.
+"""Keras 3 SG-MCMC optimizers: SGLD, PSGLD, WenzelSGLD, MongeSGRLD, ShampooSGRLD, AdamSGLD, SGHMC.
 
 Each class is generated from its sampler's declaration in
 `tfp_adaptive.core.specs` (the same declaration as the kernel's in
@@ -20,8 +20,8 @@ import keras
 from tfp_adaptive.core import specs
 from tfp_adaptive.keras.optimizer_base import SamplerOptimizer
 
-__all__ = ['AdamSGLD', 'MongeSGRLD', 'PSGLD', 'SGLD', 'SamplerOptimizer',
-           'ShampooSGRLD', 'WenzelSGLD']
+__all__ = ['AdamSGLD', 'MongeSGRLD', 'PSGLD', 'SGHMC', 'SGLD',
+           'SamplerOptimizer', 'ShampooSGRLD', 'WenzelSGLD']
 
 _register = keras.saving.register_keras_serializable(package='tfp_adaptive')
 
@@ -65,6 +65,7 @@ PSGLD = _register(_optimizer_class(
 WenzelSGLD = _register(_optimizer_class(specs.WENZEL))
 MongeSGRLD = _register(_optimizer_class(specs.MONGE))
 AdamSGLD = _register(_optimizer_class(specs.ADAM_SGLD))
+SGHMC = _register(_optimizer_class(specs.SGHMC))
 
 
 @_register

@@ -42,14 +42,12 @@ from tfp_adaptive.core import tensors
 __all__ = ['DEFAULT_GAIN', 'GaussianPrior', 'HorseshoePrior',
            'add_gaussian_prior', 'add_horseshoe_prior', 'default_prior']
 
-# The default prior's σ is DEFAULT_GAIN / sqrt(fan_in): a weight's prior
-# variance is 50 / fan_in, 25 times He's initialisation variance. Tighter
-# fan-in priors (variance 1/fan_in to 9/fan_in) made the README's digits
-# ensemble badly under-confident; 25/fan_in to 100/fan_in and an
-# isotropic N(0, 1) were within seed noise of one another on digits and
-# breast cancer, and all far better than no prior on breast cancer, where
-# the weights of a flat-prior chain drift without bound (docs/guides/keras.md,
-# "Priors").
+#: The default prior's ``σ`` is ``DEFAULT_GAIN / sqrt(fan_in)``: a weight's
+#: prior variance is ``50 / fan_in``, 25 times He's initialisation variance.
+#: Fan-in priors as tight as He's make small-data ensembles under-confident
+#: at temperature 1; variances from ``25/fan_in`` to ``100/fan_in`` give
+#: ensembles of about the same quality (guide "Keras training and the
+#: Bayesian ensemble", section "Priors").
 DEFAULT_GAIN = math.sqrt(50.)
 
 _register = keras.saving.register_keras_serializable(package='tfp_adaptive')

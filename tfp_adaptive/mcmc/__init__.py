@@ -9,13 +9,14 @@ from tfp_adaptive.mcmc.kernel import AdaptiveSGMCMCKernelResults
 from tfp_adaptive.mcmc.samplers import AdamSGLD
 from tfp_adaptive.mcmc.samplers import MongeSGRLD
 from tfp_adaptive.mcmc.samplers import PSGLD
+from tfp_adaptive.mcmc.samplers import SGHMC
 from tfp_adaptive.mcmc.samplers import SGLD
 from tfp_adaptive.mcmc.samplers import ShampooSGRLD
 from tfp_adaptive.mcmc.samplers import WenzelSGLD
 
 __all__ = [
     'AdamSGLD', 'AdaptiveSGMCMC', 'AdaptiveSGMCMCKernelResults', 'MongeSGRLD',
-    'PSGLD', 'SGLD', 'ShampooSGRLD', 'WenzelSGLD',
+    'PSGLD', 'SGHMC', 'SGLD', 'ShampooSGRLD', 'WenzelSGLD',
     'check_regime', 'report_nonfinite', 'sample',
     'stationary_histogram',
 ]
