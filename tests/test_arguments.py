@@ -70,7 +70,8 @@ KERNELS = (
         ('momentum_decay_rate', DECAY), ('drift_scale', NUMBER + [-1.]),
         ('bias_outside_sqrt', BOOL)]) +
     _kernel_rows(tfa.mcmc.SGHMC, [('friction', POSITIVE + [1.5]),
-                                  ('gradient_noise', NUMBER + [-1., 0.1])]))
+                                  ('gradient_noise', NUMBER + [-1., 0.1])]) +
+    _kernel_rows(tfa.mcmc.SGNHT, [('diffusion', POSITIVE)]))
 
 
 def _optimizer_rows(cls, own):
@@ -103,7 +104,8 @@ OPTIMIZERS = (
                                      ('roots', ['Newton', None])]) +
     _optimizer_rows(K.AdamSGLD, RMS + [('momentum_decay_rate', DECAY)]) +
     _optimizer_rows(K.SGHMC, [('friction', POSITIVE + [1.5]),
-                              ('gradient_noise', NUMBER + [-1., 0.1])]))
+                              ('gradient_noise', NUMBER + [-1., 0.1])]) +
+    _optimizer_rows(K.SGNHT, [('diffusion', POSITIVE)]))
 
 COLLECTOR = [(tfa.keras.SampleCollector, {}, name, bad) for name, bad in [
     ('burnin', ['10', 10.5, True, None, -1]), ('thinning', COUNT),

@@ -12,7 +12,7 @@ import tfp_adaptive as tfa
 
 opt_lib = tfa.keras.optimizers
 ALL = [opt_lib.SGLD, opt_lib.PSGLD, opt_lib.WenzelSGLD, opt_lib.MongeSGRLD,
-       opt_lib.ShampooSGRLD, opt_lib.AdamSGLD, opt_lib.SGHMC]
+       opt_lib.ShampooSGRLD, opt_lib.AdamSGLD, opt_lib.SGHMC, opt_lib.SGNHT]
 
 
 def _one_step(opt):

@@ -51,6 +51,8 @@ CASES = {
     # the posterior's along its stiffest direction (precision about 81).
     'SGHMC': lambda: tfa.keras.optimizers.SGHMC(1e-3, data_size=N,
                                                 friction=0.2, seed=5),
+    'SGNHT': lambda: tfa.keras.optimizers.SGNHT(1e-3, data_size=N,
+                                                diffusion=0.2, seed=5),
     'MongeSGRLD-corrected': lambda: tfa.keras.optimizers.MongeSGRLD(
         2e-3, data_size=N, preconditioner_decay_rate=0.5, alpha2=1.,
         gamma='corrected', seed=5),

@@ -24,7 +24,7 @@ from tfp_adaptive.core import shampoo as shampoo_lib
 from tfp_adaptive.core import tensors
 
 __all__ = ['Algorithm', 'StepNorms', 'adam_sgld', 'monge', 'psgld', 'sgld',
-           'sghmc', 'shampoo', 'wenzel']
+           'sghmc', 'sgnht', 'shampoo', 'wenzel']
 
 
 class StepNorms(collections.namedtuple(
@@ -58,14 +58,18 @@ class Algorithm(object):
     friction: `None` (Langevin dynamics) or SGHMC's ``α`` in (0, 1]: the
       state then carries a velocity (`diffusion.hamiltonian_step`).
     gradient_noise: SGHMC's ``β̂`` in [0, ``friction``).
+    diffusion: `None`, or SGNHT's ``A > 0``: the state then carries a
+      velocity and a thermostat per chain (`diffusion.thermostat_step`).
   """
 
   def __init__(self, preconditioner, noise_preconditioned=True,
                momentum_decay_rate=None, drift_scale=1., noise='gaussian',
-               num_adaptation_steps=None, friction=None, gradient_noise=0.):
+               num_adaptation_steps=None, friction=None, gradient_noise=0.,
+               diffusion=None):
     self.preconditioner = preconditioner
     self.friction = friction
     self.gradient_noise = gradient_noise
+    self.diffusion = diffusion
     self.noise_preconditioned = noise_preconditioned
     self.momentum_decay_rate = momentum_decay_rate
     self.drift_scale = drift_scale
@@ -80,7 +84,7 @@ class Algorithm(object):
     return Algorithm(self.preconditioner, self.noise_preconditioned,
                      self.momentum_decay_rate, self.drift_scale, noise,
                      self.num_adaptation_steps, self.friction,
-                     self.gradient_noise)
+                     self.gradient_noise, self.diffusion)
 
   def adapting(self, step):
     """Whether the step numbered `step` (0 first) updates the metric.
@@ -118,18 +122,28 @@ class Algorithm(object):
 
   @property
   def is_hamiltonian(self):
-    """True for SGHMC: the state carries a velocity."""
-    return self.friction is not None
+    """True for SGHMC and SGNHT: the state carries a velocity."""
+    return self.friction is not None or self.diffusion is not None
 
   @property
   def has_momentum(self):
     return self.momentum_decay_rate is not None or self.is_hamiltonian
 
-  def init_momentum(self, parts):
-    """Adam-SGLD's first moment or SGHMC's velocity, ``0``; ``()`` for the other samplers."""
+  def init_momentum(self, parts, batch_ndims=0):
+    """Adam-SGLD's first moment or SGHMC's velocity, ``0``; ``()`` for the other samplers.
+
+    SGNHT: ``(velocity, thermostat)``, the thermostat starting at ``A``
+    (one per chain).
+    """
     if not self.has_momentum:
       return ()
-    return [tf.zeros_like(p) for p in parts]
+    zeros = [tf.zeros_like(p) for p in parts]
+    if self.diffusion is None:
+      return zeros
+    batch_shape = parts[0].shape[:batch_ndims]
+    if not batch_shape.is_fully_defined():
+      batch_shape = tf.shape(parts[0])[:batch_ndims]
+    return zeros, tf.fill(batch_shape, tf.cast(self.diffusion, parts[0].dtype))
 
   def drift(self, grads, pstate, momentum, batch_ndims, gradient_scale=None):
     """``M ∇û`` (or Adam-SGLD's ``∇û + a M m``) and the new momentum.
@@ -182,7 +196,13 @@ class Algorithm(object):
       xi = self.preconditioner.apply_sqrt(pstate, xi, batch_ndims)
     if noise_scale is not None:
       xi = [tf.cast(noise_scale, x.dtype) * x for x in xi]
-    if self.is_hamiltonian:
+    if self.diffusion is not None:
+      velocity, thermostat = momentum
+      new_parts, velocity, thermostat = diffusion.thermostat_step(
+          parts, velocity, thermostat, drift, xi, step_size, self.diffusion,
+          temperature, batch_ndims)
+      momentum = (velocity, thermostat)
+    elif self.is_hamiltonian:
       new_parts, momentum = diffusion.hamiltonian_step(
           parts, momentum, drift, xi, step_size, self.friction,
           self.gradient_noise, temperature)
@@ -241,6 +261,12 @@ def sghmc(friction, gradient_noise):
                      'friction=%r.' % (gradient_noise, friction))
   return Algorithm(preconditioners.Identity(), friction=friction,
                    gradient_noise=gradient_noise)
+
+
+def sgnht(diffusion):
+  """SGNHT (Ding et al. 2014), ``M = I``: `diffusion.thermostat_step`."""
+  validation.check_number('diffusion', diffusion, low=0., low_open=True)
+  return Algorithm(preconditioners.Identity(), diffusion=diffusion)
 
 
 def psgld(preconditioner_decay_rate, diagonal_bias, bias_outside_sqrt=False,

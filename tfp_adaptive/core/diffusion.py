@@ -1,8 +1,11 @@
-"""The Euler–Maruyama step of Riemannian Langevin dynamics, the Adam-SGLD drift and the SGHMC step."""
+"""The Euler–Maruyama step of Riemannian Langevin dynamics, the Adam-SGLD drift, and the SGHMC and SGNHT steps."""
 
 import tensorflow as tf
 
-__all__ = ['adam_sgld_drift', 'hamiltonian_step', 'langevin_step']
+from tfp_adaptive.core import tensors
+
+__all__ = ['adam_sgld_drift', 'hamiltonian_step', 'langevin_step',
+           'thermostat_step']
 
 
 def langevin_step(parts, drift, noise, step_size, temperature=1., gamma=None):
@@ -81,3 +84,41 @@ def hamiltonian_step(parts, velocity, drift, noise, step_size, friction,
     new_velocity.append(v)
     new_parts.append(x + v)
   return new_parts, new_velocity
+
+
+def thermostat_step(parts, velocity, thermostat, drift, noise, step_size,
+                    diffusion, temperature, batch_ndims):
+  """SGNHT (Ding et al. 2014, Alg. 2), scaled as `hamiltonian_step`.
+
+  ``v' = (1 − ξ) v + (h/2) ∇û + sqrt(A h τ) ζ``, ``θ' = θ + v'`` and
+  ``ξ' = ξ + ‖v'‖²/D − τ h/2``, one thermostat ``ξ`` per chain. The
+  thermostat is a friction that rises while the velocity's mean square is
+  above its stationary value ``τ h/2`` (the chain runs hot, e.g. from
+  minibatch gradient noise of unknown size) and falls while it is below.
+  With ``η = h/2`` this is Ding et al.'s step and BlackJAX's
+  ``sgnht(alpha=A)`` at ``step_size = η``.
+
+  Args:
+    parts, velocity, drift, noise, step_size, temperature: as in
+      `hamiltonian_step`.
+    thermostat: ``ξ``, batch-shaped (one per chain).
+    diffusion: ``A > 0``, the injected noise's friction (Ding et al.'s
+      ``A``; BlackJAX's ``alpha``).
+    batch_ndims: number of leading chain axes.
+
+  Returns:
+    ``(θ_{t+1}, v_{t+1}, ξ_{t+1})``.
+  """
+  dtype = parts[0].dtype
+  h = tf.cast(step_size, dtype)
+  tau = tf.cast(temperature, dtype)
+  sd = tf.sqrt(tf.cast(diffusion, dtype) * h * tau)
+  new_parts, new_velocity = [], []
+  for x, v, d, n in zip(parts, velocity, drift, noise):
+    xi = tensors.broadcast_to_part(thermostat, x, batch_ndims)
+    v = (1. - xi) * v + 0.5 * h * d + sd * n
+    new_velocity.append(v)
+    new_parts.append(x + v)
+  mean_square = tensors.event_dot(new_velocity, new_velocity, batch_ndims) / (
+      tensors.event_size(parts, batch_ndims))
+  return new_parts, new_velocity, thermostat + mean_square - h * tau / (2. - thermostat)

@@ -14,7 +14,7 @@ import inspect
 from tfp_adaptive.core import algorithms
 
 __all__ = ['ADAM_SGLD', 'Hyperparameter', 'MONGE', 'PSGLD', 'SGHMC', 'SGLD',
-           'SHAMPOO', 'SPECS', 'SamplerSpec', 'WENZEL', 'signature']
+           'SGNHT', 'SHAMPOO', 'SPECS', 'SamplerSpec', 'WENZEL', 'signature']
 
 Hyperparameter = collections.namedtuple('Hyperparameter',
                                         ['name', 'default', 'doc'])
@@ -206,4 +206,18 @@ SGHMC = SamplerSpec(
                     'injected noise.')),
     algorithms.sghmc, False)
 
-SPECS = (SGLD, PSGLD, WENZEL, MONGE, SHAMPOO, ADAM_SGLD, SGHMC)
+SGNHT = SamplerSpec(
+    'SGNHT', 'SGNHT',
+    'Stochastic gradient Nosé–Hoover thermostat (Ding et al. 2014), ``M = '
+    'I``: SGHMC whose friction ``ξ`` (one per chain) adapts, '
+    '``v\' = (1 − ξ) v + (h/2) ∇û + sqrt(A h τ) ζ``, ``θ\' = θ + v\'``, '
+    '``ξ\' = ξ + ‖v\'‖²/D − τ h/2``. The thermostat absorbs gradient noise '
+    'of unknown size. Ding et al.\'s ``h`` and BlackJAX\'s ``step_size`` are '
+    '``h/2`` here.',
+    (Hyperparameter('diffusion', 0.01,
+                    'A > 0: the injected noise (variance ``A h τ``) and the '
+                    'thermostat\'s start (Ding et al.\'s ``A``; BlackJAX\'s '
+                    '``alpha``).'),),
+    algorithms.sgnht, False)
+
+SPECS = (SGLD, PSGLD, WENZEL, MONGE, SHAMPOO, ADAM_SGLD, SGHMC, SGNHT)

@@ -1,4 +1,4 @@
-"""Keras 3 SG-MCMC optimizers: SGLD, PSGLD, WenzelSGLD, MongeSGRLD, ShampooSGRLD, AdamSGLD, SGHMC.
+"""Keras 3 SG-MCMC optimizers: SGLD, PSGLD, WenzelSGLD, MongeSGRLD, ShampooSGRLD, AdamSGLD, SGHMC, SGNHT.
 
 Each class is generated from its sampler's declaration in
 `tfp_adaptive.core.specs` (the same declaration as the kernel's in
@@ -20,7 +20,7 @@ import keras
 from tfp_adaptive.core import specs
 from tfp_adaptive.keras.optimizer_base import SamplerOptimizer
 
-__all__ = ['AdamSGLD', 'MongeSGRLD', 'PSGLD', 'SGHMC', 'SGLD',
+__all__ = ['AdamSGLD', 'MongeSGRLD', 'PSGLD', 'SGHMC', 'SGLD', 'SGNHT',
            'SamplerOptimizer', 'ShampooSGRLD', 'WenzelSGLD']
 
 _register = keras.saving.register_keras_serializable(package='tfp_adaptive')
@@ -66,6 +66,7 @@ WenzelSGLD = _register(_optimizer_class(specs.WENZEL))
 MongeSGRLD = _register(_optimizer_class(specs.MONGE))
 AdamSGLD = _register(_optimizer_class(specs.ADAM_SGLD))
 SGHMC = _register(_optimizer_class(specs.SGHMC))
+SGNHT = _register(_optimizer_class(specs.SGNHT))
 
 
 @_register

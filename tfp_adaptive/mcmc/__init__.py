@@ -11,12 +11,13 @@ from tfp_adaptive.mcmc.samplers import MongeSGRLD
 from tfp_adaptive.mcmc.samplers import PSGLD
 from tfp_adaptive.mcmc.samplers import SGHMC
 from tfp_adaptive.mcmc.samplers import SGLD
+from tfp_adaptive.mcmc.samplers import SGNHT
 from tfp_adaptive.mcmc.samplers import ShampooSGRLD
 from tfp_adaptive.mcmc.samplers import WenzelSGLD
 
 __all__ = [
     'AdamSGLD', 'AdaptiveSGMCMC', 'AdaptiveSGMCMCKernelResults', 'MongeSGRLD',
-    'PSGLD', 'SGHMC', 'SGLD', 'ShampooSGRLD', 'WenzelSGLD',
+    'PSGLD', 'SGHMC', 'SGLD', 'SGNHT', 'ShampooSGRLD', 'WenzelSGLD',
     'check_regime', 'report_nonfinite', 'sample',
     'stationary_histogram',
 ]

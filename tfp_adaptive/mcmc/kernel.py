@@ -28,7 +28,8 @@ class AdaptiveSGMCMCKernelResults(
   - ``target_log_prob``: û at the state *before* the last step (batch
     shape).
   - ``preconditioner_state``: the metric statistics (EMAs, Shampoo roots).
-  - ``momentum``: Adam-SGLD's first moment, ``()`` for the other samplers.
+  - ``momentum``: Adam-SGLD's first moment, SGHMC's velocity, SGNHT's
+    ``(velocity, thermostat)``; ``()`` for the other samplers.
   - ``step``: int32 number of steps taken.
   - ``num_nonfinite``: int32 per chain, steps whose log-prob, gradient or
     proposal was NaN/Inf (and, unless ``nonfinite='ignore'``, were undone).
@@ -180,7 +181,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
       return AdaptiveSGMCMCKernelResults(
           target_log_prob=lp,
           preconditioner_state=self.preconditioner.init(parts, batch_ndims),
-          momentum=self.algorithm.init_momentum(parts),
+          momentum=self.algorithm.init_momentum(parts, batch_ndims),
           step=tf.constant(0, tf.int32),
           num_nonfinite=tf.zeros(tf.shape(lp), tf.int32),
           num_unmoved=tf.zeros(tf.shape(lp), tf.int32),

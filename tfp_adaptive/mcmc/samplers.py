@@ -1,4 +1,4 @@
-"""The public SG-MCMC kernels: SGLD, PSGLD, WenzelSGLD, MongeSGRLD, ShampooSGRLD, AdamSGLD, SGHMC.
+"""The public SG-MCMC kernels: SGLD, PSGLD, WenzelSGLD, MongeSGRLD, ShampooSGRLD, AdamSGLD, SGHMC, SGNHT.
 
 All share `AdaptiveSGMCMC.one_step`; each only chooses its preconditioner.
 Arguments common to all of them:
@@ -38,8 +38,8 @@ Arguments common to all of them:
 from tfp_adaptive.core import specs
 from tfp_adaptive.mcmc import kernel
 
-__all__ = ['AdamSGLD', 'MongeSGRLD', 'PSGLD', 'SGHMC', 'SGLD', 'ShampooSGRLD',
-           'WenzelSGLD']
+__all__ = ['AdamSGLD', 'MongeSGRLD', 'PSGLD', 'SGHMC', 'SGLD', 'SGNHT',
+           'ShampooSGRLD', 'WenzelSGLD']
 
 _GAMMA = (('gamma', 'corrected'), ('gamma_estimator', 'hutchinson'),
           ('gamma_probability', 1.))
@@ -90,3 +90,4 @@ MongeSGRLD = _kernel_class(specs.MONGE)
 ShampooSGRLD = _kernel_class(specs.SHAMPOO)
 AdamSGLD = _kernel_class(specs.ADAM_SGLD)
 SGHMC = _kernel_class(specs.SGHMC)
+SGNHT = _kernel_class(specs.SGNHT)

@@ -1,10 +1,14 @@
-"""SGHMC against known answers: its friction-1 limit is SGLD, and its stationary law is the exact one of the discrete chain.
+"""The momentum samplers against known answers.
 
-On a Gaussian target of variance ``s²`` the SGHMC step
+SGHMC: its friction-1 limit is SGLD, and its stationary law is the exact
+one of the discrete chain. On a Gaussian target of variance ``s²`` the step
 (`tfp_adaptive.core.diffusion.hamiltonian_step`) is a linear recursion of
-``(θ, v)``, so its stationary covariance is the solution of a discrete
-Lyapunov equation: an exact answer at every finite step, which tends to
+``(θ, v)``, so its stationary covariance solves a discrete Lyapunov
+equation: an exact answer at every finite step, which tends to
 ``(τ s², τ h/2)`` as ``h → 0``.
+
+SGNHT: its thermostat absorbs gradient noise of unknown size, where SGHMC
+(told nothing of the noise) runs hot.
 """
 
 import numpy as np
@@ -105,3 +109,51 @@ def test_bad_friction_and_gradient_noise_are_named():
   with pytest.raises(ValueError, match='gradient_noise.*below `friction`'):
     tfa.mcmc.SGHMC(lambda x: -x**2, step_size=0.1, friction=0.1,
                    gradient_noise=0.1)
+
+
+def _mean_square_per_chain(kernel, chains, dims, steps=3000):
+  """Each chain's ``mean(θ²)`` over its second half of `steps` steps."""
+  state = tf.zeros([chains, dims])
+  results = kernel.bootstrap_results(state)
+
+  @tf.function(jit_compile=True)
+  def run(state, results):
+    def body(i, s, r, total):
+      s, r = kernel.one_step(s, r, seed=tf.stack([11, i]))
+      later = tf.cast(i >= steps // 2, s.dtype)
+      return i + 1, s, r, total + later * tf.reduce_mean(s**2, -1)
+    out = tf.while_loop(lambda i, *_: i < steps, body,
+                        (0, state, results, tf.zeros([chains])))
+    return out[-1] / (steps - steps // 2)
+  return run(state, results).numpy()
+
+
+def _noisy_target(sd):
+  """log N(x; 0, I) whose gradient carries N(0, sd²) noise per coordinate."""
+  def log_prob(x):
+    noise = tf.stop_gradient(sd * tf.random.normal(tf.shape(x)))
+    return tf.reduce_sum(-0.5 * x**2 + noise * x, -1)
+  return log_prob
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize('gradient_sd', [0., 3.])
+def test_sgnht_samples_the_target_through_gradient_noise(gradient_sd):
+  """100 independent N(0, 1) coordinates per chain, ``h = 0.02``.
+
+  The tolerance is 4.5 standard errors of the mean over chains (each chain's
+  time average is one independent value) plus 1% for the step (SGHMC's
+  exact discrete variance here is 0.07% above 1). With gradient noise of
+  sd 3, SGHMC's variance is about 1.45: the thermostat is what keeps
+  SGNHT at 1, so the test can fail.
+  """
+  chains = int(100 * stat_scale())
+  target = _noisy_target(gradient_sd)
+  got = _mean_square_per_chain(
+      tfa.mcmc.SGNHT(target, step_size=0.02, diffusion=0.1), chains, 100)
+  se = got.std(ddof=1) / np.sqrt(chains)
+  assert abs(got.mean() - 1.) < 4.5 * se + 0.01, (got.mean(), se)
+  if gradient_sd:
+    hot = _mean_square_per_chain(
+        tfa.mcmc.SGHMC(target, step_size=0.02, friction=0.1), chains, 100)
+    assert hot.mean() > 1.2, hot.mean()
