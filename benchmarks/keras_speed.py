@@ -134,9 +134,7 @@ def measure(quick):
   configs = configurations(60000)
   if quick:  # CI: checks that it runs; the full run measures everything.
     configs = {k: configs[k] for k in ('SGD', 'SGD + noise',
-                                       'SGD + noise + HVP',
-                                       'PSGLD (corrected, Γ on 1/4 batch)',
-                                       'PSGLD (corrected, Γ on 1/4 of steps)')}
+                                       'PSGLD (corrected, Γ on 1/4 batch)')}
   return time_steps(configs, hidden, steps, rounds,
                     instances=1 if quick else 3), hidden
 

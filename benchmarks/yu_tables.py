@@ -179,7 +179,7 @@ def tune(data, configs, priors, hidden, quick, out):
   x, y = data[0], data[1]
   cut = int(0.8 * len(x))
   split = (x[:cut], y[:cut], x[cut:], y[cut:])
-  grid = LR_GRID[4:6] if quick else LR_GRID
+  grid = LR_GRID[4:5] if quick else LR_GRID  # Quick: that the path runs.
   epochs, passes, burnin, thinning = (1, 2, 10, 10) if quick else (6, 10, 300, 40)
   best, rows = {}, []
   for prior in priors:

@@ -82,7 +82,7 @@ def test_stationary_covariance_is_the_discrete_chains(h, friction, tau):
 
 
 def _sample_with_velocity(kernel, chains):
-  """The state and velocity of `chains` independent chains after 3000 steps.
+  """The state and velocity of `chains` independent chains after 1000 steps.
 
   The slowest relaxation here takes about ``2/friction = 20`` steps.
   """
@@ -94,7 +94,7 @@ def _sample_with_velocity(kernel, chains):
     def body(i, s, r):
       s, r = kernel.one_step(s, r, seed=tf.stack([7, i]))
       return i + 1, s, r
-    _, state, results = tf.while_loop(lambda i, *_: i < 3000, body,
+    _, state, results = tf.while_loop(lambda i, *_: i < 1000, body,
                                       (0, state, results))
     return state, results
   state, results = run(state, results)
