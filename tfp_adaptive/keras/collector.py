@@ -365,7 +365,18 @@ class SampleCollector(keras.callbacks.Callback):
 
   # -- taking a sample --------------------------------------------------------
   def collect(self, step):
-    """Snapshots the model's weights now, as the sample of `step`."""
+    """Snapshots the model's weights now, as the sample of `step`.
+
+    With a cyclical schedule (`tfp_adaptive.keras.schedules.Cyclical`), a
+    sample whose last step explored (no noise) is not taken, and the others
+    are tagged with their cycle.
+    """
+    stages = getattr(self.model.optimizer, '_learning_rate', None)
+    cycle = None
+    if callable(getattr(stages, 'sampling', None)):
+      if not bool(stages.sampling(step - 1)):
+        return
+      cycle = int(stages.cycle(step - 1))
     values = [np.array(v.numpy()) for v in self.model.weights]
     if not all(np.all(np.isfinite(a)) for a in values
                if np.issubdtype(a.dtype, np.floating)):
@@ -380,7 +391,7 @@ class SampleCollector(keras.callbacks.Callback):
     slot = self.window.slot(self.members)
     lr = float(np.asarray(self.model.optimizer.learning_rate))
     if slot is not None and self._writes:
-      self._keep(slot, step, lr, values)
+      self._keep(slot, step, lr, values, cycle)
     self._update_running(lr)
 
   def _skip(self, step, why):
@@ -390,19 +401,21 @@ class SampleCollector(keras.callbacks.Callback):
     warnings.warn('SampleCollector: the sample of step %d was not taken: %s '
                   '(%d so far).' % (step, why, self.num_skipped))
 
-  def _keep(self, slot, step, lr, values):
+  def _keep(self, slot, step, lr, values, cycle=None):
     """Puts the sample in `slot`; with a directory, file first, then the manifest."""
     if self._store is not None:
       names = [v.path for v in self.model.weights]
+      tags = {} if cycle is None else {'cycle': cycle}
       entry = self._store.write_arrays(
           sample_store.sample_name(step), values,
-          {'names': names, 'step': step, 'learning_rate': lr}, step=step,
-          learning_rate=lr)
+          dict({'names': names, 'step': step, 'learning_rate': lr}, **tags),
+          step=step, learning_rate=lr, **tags)
       member = ensemble_lib.Member(step, lr, None,
-                                   self._store.path(entry['file']))
+                                   self._store.path(entry['file']),
+                                   cycle=cycle)
       self._entries[member.path] = entry
     else:
-      member = ensemble_lib.Member(step, lr, values, None)
+      member = ensemble_lib.Member(step, lr, values, None, cycle=cycle)
     if slot < len(self.members):
       self.members[slot] = member
     else:
@@ -606,7 +619,8 @@ class SampleCollector(keras.callbacks.Callback):
                manifest['checkpoint']['file']))
       path = store.verify(entries[name])
       self.members.append(ensemble_lib.Member(
-          entries[name]['step'], entries[name]['learning_rate'], None, path))
+          entries[name]['step'], entries[name]['learning_rate'], None, path,
+          cycle=entries[name].get('cycle')))
       self._entries[path] = entries[name]
     self._pinned = dict(self._entries)
     self._manifest = dict(manifest)

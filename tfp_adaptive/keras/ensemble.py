@@ -34,9 +34,11 @@ WEIGHTINGS = ('uniform', 'step_size')
 
 # One posterior sample: the step it was taken at, the learning rate then,
 # either its weights (a list in `model.weights` order) or the file holding
-# them, and the index of the chain (sample directory) it came from.
+# them, the index of the chain (sample directory) it came from, and the
+# cycle of a cyclical schedule it was taken in (`None` without one).
 Member = collections.namedtuple('Member', ['step', 'learning_rate', 'weights',
-                                           'path', 'chain'], defaults=[0])
+                                           'path', 'chain', 'cycle'],
+                                defaults=[0, None])
 
 
 class BayesianEnsemble(object):
@@ -411,7 +413,8 @@ def _read_members(store, manifest, model, chain, repair, keep_weights):
       check_structure(model, values, file)
     e = entries[name]
     members.append(Member(e['step'], e.get('learning_rate', 1.),
-                          values if keep_weights else None, file, chain))
+                          values if keep_weights else None, file, chain,
+                          e.get('cycle')))
   if not keep_weights:  # A live run's next sample may not be listed yet.
     members += _unlisted_members(store, manifest, model, chain, repair)
   return members, dropped
@@ -429,7 +432,7 @@ def _unlisted_members(store, manifest, model, chain, repair):
         if model.weights:
           check_structure(model, values, path)
         taken.append(Member(int(meta['step']), meta.get('learning_rate', 1.),
-                            None, path, chain))
+                            None, path, chain, meta.get('cycle')))
         continue
       except (sample_files.SampleFileError, ValueError, KeyError) as e:
         why += '; not taken in: %s' % e

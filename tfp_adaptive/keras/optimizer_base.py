@@ -33,6 +33,7 @@ import tensorflow as tf
 import keras
 
 from tfp_adaptive import _compat
+from tfp_adaptive import schedules
 from tfp_adaptive import validation
 from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.core import tensors
@@ -444,9 +445,12 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
                   self._algorithm.update_metric(pstate, full_grads, step32, 0))
     n = self.data_size
     target_grads = [-tf.cast(n, g.dtype) * g for g in full_grads]
-    noise_scale = None
+    # No noise during TFP's `burnin`, nor in a cyclical schedule's
+    # exploration stages (`tfp_adaptive.schedules.Cyclical`).
+    noise_scale = schedules.noise_scale(self._learning_rate, step)
     if self.burnin > 0:
-      noise_scale = tf.cast(step > self.burnin, parts[0].dtype)
+      after = tf.cast(step > self.burnin, tf.float32)
+      noise_scale = after if noise_scale is None else noise_scale * after
     _, noise_seed = self.step_seeds(step)
     temperature = tf.convert_to_tensor(self._temperature_variable)
     out = self._algorithm.update(

@@ -2,12 +2,11 @@
 
 * `PolynomialDecay`: ``a (b + t)^(-γ)`` (Welling & Teh 2011; Rensmeyer App. B).
 * `Cyclical`: cSG-MCMC's cosine cycles (Zhang et al. 2020, eq. 1),
-  ``h_t = h_0/2 (cos(π mod(t, K)/K) + 1)`` with ``K = cycle_length``.
+  ``h_t = h_0/2 (cos(π mod(t, K)/K) + 1)`` with ``K = cycle_length``, and
+  an exploration stage without noise (`tfp_adaptive.schedules.Cyclical`).
 * `TemperatureRamp`: a callback raising the optimizer's temperature linearly
   from ``start`` to ``end`` over the first ``steps`` steps (cold start).
 """
-
-import math
 
 import tensorflow as tf
 import keras
@@ -33,22 +32,37 @@ class PolynomialDecay(core_schedules.PolynomialDecay,
 
 
 @_register
-class Cyclical(keras.optimizers.schedules.LearningRateSchedule):
-  """Cyclical cosine step size of cSG-MCMC (Zhang et al. 2020, eq. 1)."""
+class Cyclical(core_schedules.Cyclical,
+               keras.optimizers.schedules.LearningRateSchedule):
+  """`tfp_adaptive.schedules.Cyclical` as a Keras schedule (float32).
 
-  def __init__(self, initial_learning_rate, cycle_length):
-    self.initial_learning_rate = validation.check_number(
-        'initial_learning_rate', initial_learning_rate, low=0., low_open=True)
-    self.cycle_length = validation.check_int('cycle_length', cycle_length)
+  The samplers of `tfp_adaptive.keras.optimizers` inject no noise in each
+  cycle's first `exploration` share of steps, and `SampleCollector` keeps
+  members from the sampling stages only, each tagged with its cycle
+  (`Member.cycle`).
+
+  Args:
+    initial_learning_rate: the learning rate at the start of each cycle.
+    cycle_length: steps per cycle.
+    exploration: share in [0, 1) of each cycle without noise.
+  """
+
+  def __init__(self, initial_learning_rate, cycle_length, exploration=0.):
+    validation.check_number('initial_learning_rate', initial_learning_rate,
+                            low=0., low_open=True)
+    super().__init__(initial_learning_rate, cycle_length, exploration)
+
+  @property
+  def initial_learning_rate(self):
+    return self.initial_step_size
 
   def __call__(self, step):
-    k = float(self.cycle_length)
-    r = tf.math.floormod(tf.cast(step, tf.float32), k) / k
-    return 0.5 * self.initial_learning_rate * (tf.cos(math.pi * r) + 1.)
+    return tf.cast(super().__call__(step), tf.float32)
 
   def get_config(self):
-    return {'initial_learning_rate': self.initial_learning_rate,
-            'cycle_length': self.cycle_length}
+    return {'initial_learning_rate': self.initial_step_size,
+            'cycle_length': self.cycle_length,
+            'exploration': self.exploration}
 
 
 class TemperatureRamp(keras.callbacks.Callback):

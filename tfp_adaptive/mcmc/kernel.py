@@ -211,7 +211,9 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
       h = schedules.evaluate(self.step_size, prev.step)
       new_parts, momentum, norms = self.algorithm.update(
           parts, grads, pstate, prev.momentum, gamma, h, p['temperature'],
-          noise_seed, batch_ndims, gradient_scale=1., ratios=True)
+          noise_seed, batch_ndims,
+          noise_scale=schedules.noise_scale(self.step_size, prev.step),
+          gradient_scale=1., ratios=True)
       here = tf.math.is_finite(lp)
       ok = here & tensors.finite_chains(new_parts, batch_ndims)
       metric_ok = ok
