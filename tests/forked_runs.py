@@ -45,12 +45,16 @@ class Run(object):
     self.process.join()
 
 
-def finish(run):
-  """The run's JSON result, once it has ended (it must end cleanly)."""
+def finish(run, timeout=600):
+  """The run's JSON result, once it has ended (it must end cleanly).
+
+  `timeout`: seconds the run may go without a line (an uninterrupted run
+  reports only when it ends, so its whole length).
+  """
   lines = []
   while True:
     try:
-      lines.append(run.readline(timeout=600))
+      lines.append(run.readline(timeout=timeout))
     except EOFError:  # The process ended and closed its end.
       break
   run.process.join(60)

@@ -160,8 +160,10 @@ def _soak(tmp_path, kills, seed=FIXED, reader=False):
   # Without a seed every process draws its own; the resumed ones took the
   # recorded one, which an uninterrupted run gets here explicitly.
   ref_dir = str(tmp_path / 'uninterrupted')
+  # Uninterrupted, it reports only at its end: allow 0.5 s an epoch, slack
+  # for a loaded machine (about 0.05 s an epoch on a quiet one).
   reference = _finish(_run(ref_dir, seed=seed if seed == FIXED
-                           else result['seed']))
+                           else result['seed']), timeout=max(600, EPOCHS / 2))
   assert result == reference  # Same final step, members and seed.
   a, b = _committed(ref_dir), _committed(d)
   assert a['members'] == b['members']
