@@ -91,12 +91,16 @@ def thermostat_step(parts, velocity, thermostat, drift, noise, step_size,
   """SGNHT (Ding et al. 2014, Alg. 2), scaled as `hamiltonian_step`.
 
   ``v' = (1 − ξ) v + (h/2) ∇û + sqrt(A h τ) ζ``, ``θ' = θ + v'`` and
-  ``ξ' = ξ + ‖v'‖²/D − τ h/2``, one thermostat ``ξ`` per chain. The
+  ``ξ' = ξ + ‖v'‖²/D − τh/(2 − ξ)``, one thermostat ``ξ`` per chain. The
   thermostat is a friction that rises while the velocity's mean square is
-  above its stationary value ``τ h/2`` (the chain runs hot, e.g. from
-  minibatch gradient noise of unknown size) and falls while it is below.
-  With ``η = h/2`` this is Ding et al.'s step and BlackJAX's
-  ``sgnht(alpha=A)`` at ``step_size = η``.
+  above its stationary value (the chain runs hot, e.g. from minibatch
+  gradient noise of unknown size) and falls while it is below. With
+  ``η = h/2`` this is Ding et al.'s step and BlackJAX's
+  ``sgnht(alpha=A)`` at ``step_size = η``, except for the thermostat's
+  target: theirs is the continuous-time ``τη``; ``τh/(2 − ξ)`` is the
+  stationary mean square of the discrete recursion of ``v`` at friction
+  ``ξ``, which ``τη`` undershoots by the factor ``1 − ξ/2`` (the chain then
+  samples cold; docs, "The mathematics").
 
   Args:
     parts, velocity, drift, noise, step_size, temperature: as in
@@ -121,4 +125,8 @@ def thermostat_step(parts, velocity, thermostat, drift, noise, step_size,
     new_parts.append(x + v)
   mean_square = tensors.event_dot(new_velocity, new_velocity, batch_ndims) / (
       tensors.event_size(parts, batch_ndims))
-  return new_parts, new_velocity, thermostat + mean_square - h * tau / (2. - thermostat)
+  # The target: the stationary mean square of ``v' = (1 − ξ) v + …`` at
+  # friction ξ, ``τh/(2 − ξ)`` (held at its ξ = 1 value above 1, so that a
+  # hot start cannot push it towards the pole at 2).
+  target = h * tau / (2. - tf.minimum(thermostat, 1.))
+  return new_parts, new_velocity, thermostat + mean_square - target
