@@ -47,10 +47,6 @@ CASES = {
     'PSGLD-frozen': lambda: tfa.keras.optimizers.PSGLD(
         1e-3, data_size=N, burnin=0, preconditioner_decay_rate=0.99,
         diagonal_bias=1e-2, gamma='none', num_adaptation_steps=1000, seed=5),
-    # The velocity path of the momentum samplers (SGHMC's is SGNHT's with
-    # the friction held; tests/test_momentum.py checks SGHMC's law).
-    'SGNHT': lambda: tfa.keras.optimizers.SGNHT(1e-3, data_size=N,
-                                                diffusion=0.2, seed=5),
     'MongeSGRLD-corrected': lambda: tfa.keras.optimizers.MongeSGRLD(
         2e-3, data_size=N, preconditioner_decay_rate=0.5, alpha2=1.,
         gamma='corrected', seed=5),
