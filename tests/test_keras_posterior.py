@@ -57,7 +57,7 @@ CASES = {
 @pytest.mark.parametrize('name', sorted(CASES))
 def test_linear_regression_posterior(name):
   x, y, mean, cov = _posterior()
-  steps = int(60000 * stat_scale())
+  steps = int(40000 * stat_scale())
   keras.utils.set_random_seed(0)
   model = keras.Sequential([keras.Input((D,)),
                             keras.layers.Dense(1, use_bias=False)])

@@ -146,7 +146,7 @@ def test_sgnht_samples_the_target_through_gradient_noise(gradient_sd=3.):
   sd 3, SGHMC's variance is about 1.45: the thermostat is what keeps
   SGNHT at 1, so the test can fail.
   """
-  chains = int(100 * stat_scale())
+  chains = int(60 * stat_scale())
   target = _noisy_target(gradient_sd)
   got = _mean_square_per_chain(
       tfa.mcmc.SGNHT(target, step_size=0.02, diffusion=0.1), chains, 100)
