@@ -28,7 +28,7 @@ def _accuracy(prior, epochs):
 
 @pytest.mark.statistical
 def test_convnet_with_the_horseshoe_prior_does_not_collapse():
-  epochs = 12
+  epochs = 8
   _, _, _, yt = calibration.data()
   hs, gauss = _accuracy('horseshoe', epochs), _accuracy('gaussian', epochs)
   se = np.sqrt((hs * (1 - hs) + gauss * (1 - gauss)) / len(yt))
