@@ -74,16 +74,20 @@ def hamiltonian_step(parts, velocity, drift, noise, step_size, friction,
   Returns:
     ``(θ_{t+1}, v_{t+1})``.
   """
-  new_parts, new_velocity = [], []
-  for x, v, d, n in zip(parts, velocity, drift, noise):
-    h = tf.cast(step_size, x.dtype)
-    a = tf.cast(friction, x.dtype)
-    b = tf.cast(gradient_noise, x.dtype)
-    tau = tf.cast(temperature, x.dtype)
-    v = (1. - a) * v + 0.5 * h * d + tf.sqrt((a - b) * h * tau) * n
-    new_velocity.append(v)
-    new_parts.append(x + v)
-  return new_parts, new_velocity
+  dtype = parts[0].dtype
+  h = tf.cast(step_size, dtype)
+  a = tf.cast(friction, dtype)
+  sd = tf.sqrt((a - tf.cast(gradient_noise, dtype)) * h *
+               tf.cast(temperature, dtype))
+  return _velocity_step(parts, velocity, [a] * len(parts), drift, noise, h,
+                        sd)
+
+
+def _velocity_step(parts, velocity, frictions, drift, noise, h, sd):
+  """``v' = (1 − f) v + (h/2) ∇û + sd·ξ`` and ``θ' = θ + v'``, per part."""
+  new_velocity = [(1. - f) * v + 0.5 * h * d + sd * n
+                  for v, f, d, n in zip(velocity, frictions, drift, noise)]
+  return [x + v for x, v in zip(parts, new_velocity)], new_velocity
 
 
 def thermostat_step(parts, velocity, thermostat, drift, noise, step_size,
@@ -117,12 +121,10 @@ def thermostat_step(parts, velocity, thermostat, drift, noise, step_size,
   h = tf.cast(step_size, dtype)
   tau = tf.cast(temperature, dtype)
   sd = tf.sqrt(tf.cast(diffusion, dtype) * h * tau)
-  new_parts, new_velocity = [], []
-  for x, v, d, n in zip(parts, velocity, drift, noise):
-    xi = tensors.broadcast_to_part(thermostat, x, batch_ndims)
-    v = (1. - xi) * v + 0.5 * h * d + sd * n
-    new_velocity.append(v)
-    new_parts.append(x + v)
+  new_parts, new_velocity = _velocity_step(
+      parts, velocity,
+      [tensors.broadcast_to_part(thermostat, x, batch_ndims) for x in parts],
+      drift, noise, h, sd)
   mean_square = tensors.event_dot(new_velocity, new_velocity, batch_ndims) / (
       tensors.event_size(parts, batch_ndims))
   # The target: the stationary mean square of ``v' = (1 − ξ) v + …`` at
