@@ -310,11 +310,11 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
 
   def prior_loss(self, variables):
     """The default prior's ``-log p(θ)/N`` over `variables` (the optimizer's order)."""
+    prior = priors.default_prior(self.data_size)
     total = 0.
     for v, c in zip(variables, self._prior_precisions):
       if c is not None:
-        t = tf.convert_to_tensor(v)
-        total += tensors.part_event_dot(t, t, 0) * (0.5 * c)
+        total += prior(tf.convert_to_tensor(v))
     return total
 
   def prior_gradients(self, parts):
