@@ -4,6 +4,7 @@ The user's line: ``model.fit(x, y, callbacks=[SampleCollector()])``.
 """
 
 from tfp_adaptive.keras import distribute
+from tfp_adaptive.keras import health
 from tfp_adaptive.keras import likelihoods
 from tfp_adaptive.keras import optimizers
 from tfp_adaptive.keras import priors
@@ -21,5 +22,5 @@ from tfp_adaptive.keras.training import gradients_and_gamma
 __all__ = ['BayesianEnsemble', 'GaussianNLL', 'NoiseScale', 'SampleCollector',
            'SampleFileError',
            'SamplerMonitor', 'StepSizeCalibration',
-           'distribute', 'enable_gamma', 'gradients_and_gamma', 'likelihoods', 'optimizers', 'priors',
+           'distribute', 'enable_gamma', 'health', 'gradients_and_gamma', 'likelihoods', 'optimizers', 'priors',
            'schedules']

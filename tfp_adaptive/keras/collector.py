@@ -17,6 +17,7 @@ import keras
 
 from tfp_adaptive import validation
 from tfp_adaptive.keras import distribute
+from tfp_adaptive.keras import health
 from tfp_adaptive.keras import ensemble as ensemble_lib
 from tfp_adaptive.keras import optimizer_base
 from tfp_adaptive.keras import predictive
@@ -78,7 +79,10 @@ class SampleCollector(keras.callbacks.Callback):
   where the sampler is biased, naming the parameter to change
   (`tfp_adaptive.core.regime`); and it warns once when the training loss
   is negative and keeps falling (a log-posterior without an upper bound,
-  e.g. a prior with a pole).
+  e.g. a prior with a pole). After burn-in it warns once when the
+  posterior goes bad, naming the likely cause: weight norms without bound,
+  a loss that rises or spikes, members off the validation targets' range
+  (`tfp_adaptive.keras.health`).
 
   Attributes:
     members: the kept samples, a list of `Member`.
@@ -134,6 +138,8 @@ class SampleCollector(keras.callbacks.Callback):
     self._unmoved = 0
     self._losses, self._collapse_warned = [], False
     self._steady_losses = []  # Training losses of the epochs after burn-in.
+    self._health = None  # `health.RunHealth` of this fit, from its first steady epoch.
+    self._posterior_warned = False  # One warning that the posterior went bad.
     self._fingerprint = None
     self._writes = True
     self._burnin_checked = True
@@ -158,6 +164,7 @@ class SampleCollector(keras.callbacks.Callback):
   def on_train_begin(self, logs=None):
     model = self.model
     self._steady_losses = []
+    self._health = None
     self.likelihood = ensemble_lib.resolve_likelihood(model,
                                                       *self._likelihood_args)
     opt = model.optimizer
@@ -207,6 +214,7 @@ class SampleCollector(keras.callbacks.Callback):
 
   def on_train_end(self, logs=None):
     self._check_noise()
+    self._judge_health(final=True)
     if self.num_nonfinite:
       warnings.warn(
           'SampleCollector: the run ended with %d optimizer step(s) skipped '
@@ -250,6 +258,8 @@ class SampleCollector(keras.callbacks.Callback):
     start = epoch if self.unit == 'epoch' else getattr(self, '_epoch_start', 0)
     if start >= self.burnin and (logs or {}).get('loss') is not None:
       self._steady_losses.append(float(logs['loss']))
+    if start >= self.burnin:
+      self._check_health((logs or {}).get('loss'))
     if getattr(opt, 'regime_state', None) is not None:
       opt.regime_state.report(
           opt, epoch, logs, check=epoch >= 1 and start >= self.burnin,
@@ -294,6 +304,25 @@ class SampleCollector(keras.callbacks.Callback):
           'with its weights has a pole at 0; tfp_adaptive.keras.priors.'
           'add_horseshoe_prior integrates it out.'
           % (self._losses[-1], ', '.join(priors) or 'none'))
+
+  def _check_health(self, loss):
+    """Records an epoch after burn-in and warns once when the posterior has gone bad (`health`)."""
+    if self._health is None:
+      self._health = health.RunHealth(
+          _layers(self.model),
+          getattr(self.likelihood, 'loss_is_nonnegative', True))
+    self._health.record(loss)
+    self._judge_health(final=False)
+
+  def _judge_health(self, final):
+    """Warns once if `health` finds the posterior bad: at 9, 18, 36, ... epochs after burn-in, and at the end of `fit`."""
+    run = self._health
+    if run is None or self._posterior_warned or not (final or run.due()):
+      return
+    findings = run.findings()
+    if findings:
+      self._posterior_warned = True
+      warnings.warn(health.message('SampleCollector', findings))
 
   NOISE_FACTOR = 10.  # Residuals this far from the noise variance: a warning.
 
@@ -430,6 +459,13 @@ class SampleCollector(keras.callbacks.Callback):
       self._running = predictive.Predictive(self.likelihood, self._val[1])
     w = lr if self.weighting == 'step_size' else 1.
     self._running.add(w, ensemble_lib.outputs(self.model, self._val[0]))
+    share = self._running.off_range[-1] if self._running.off_range else 0.
+    if share > health.OFF_RANGE_SHARE and not self._posterior_warned:
+      self._posterior_warned = True
+      warnings.warn(health.message('SampleCollector', [(
+          'noise', 'the sample of step %d predicts outside the validation '
+          'targets\' range (widened by its width) at %.0f%% of the points'
+          % (int(np.asarray(self.model.optimizer.iterations)), 100 * share))]))
 
   @property
   def ensemble(self):
@@ -685,6 +721,20 @@ def _check_replay(store, manifest, meta):
         '(step %d) are dropped and will be taken again as epoch %d is '
         'replayed: %s.' % (len(late), step, int(meta['epoch']),
                            ', '.join(late)))
+
+
+def _layers(model):
+  """``{layer path: [(variable, default prior σ² or None, has a regularizer)]}`` of the trainable weights."""
+  opt = model.optimizer
+  if isinstance(opt, keras.optimizers.LossScaleOptimizer):
+    opt = opt.inner_optimizer
+  variance = getattr(opt, 'prior_variance', lambda v: None)
+  layers = {}
+  for v in model.trainable_weights:
+    path = getattr(v, 'path', None) or v.name
+    layers.setdefault(path.rsplit('/', 1)[0], []).append(
+        (v, variance(v), getattr(v, 'regularizer', None) is not None))
+  return layers
 
 
 def _nonfinite_count(optimizer):

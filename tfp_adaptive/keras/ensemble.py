@@ -23,6 +23,7 @@ import tensorflow as tf
 import keras
 
 from tfp_adaptive import validation
+from tfp_adaptive.keras import health
 from tfp_adaptive.keras import likelihoods
 from tfp_adaptive.keras import predictive
 from tfp_adaptive.keras import sample_files
@@ -200,7 +201,14 @@ class BayesianEnsemble(object):
     if y is None:
       raise ValueError('`evaluate` needs targets: pass `y`, or a dataset of '
                        '(x, y) pairs.')
-    return self._predictive(x, y, batch_size).metrics(num_bins)
+    acc = self._predictive(x, y, batch_size)
+    off = [s for s in acc.off_range if s > health.OFF_RANGE_SHARE]
+    if off:
+      warnings.warn(health.message('BayesianEnsemble.evaluate', [(
+          'noise', '%d of %d members predict outside the targets\' range '
+          '(widened by its width) at up to %.0f%% of the points'
+          % (len(off), len(acc.off_range), 100 * max(off)))]))
+    return acc.metrics(num_bins)
 
   def to_arviz(self, x, y=None, batch_size=None, weights=True, seed=0):
     """The ensemble as `arviz.InferenceData`, for ``az.loo``, ``az.waic`` and R-hat.

@@ -308,6 +308,16 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
             if getattr(v, 'regularizer', None) is None else None
             for v in var_list]
 
+  def prior_variance(self, variable):
+    """``σ²`` per weight of the default prior on `variable`; `None` if it has none (or before `build`)."""
+    if self._prior_precisions is None:
+      return None
+    try:
+      c = self._prior_precisions[self._get_variable_index(variable)]
+    except KeyError:
+      return None
+    return None if c is None else 1. / (float(c) * self.data_size)
+
   def prior_loss(self, variables):
     """The default prior's ``-log p(θ)/N`` over `variables` (the optimizer's order)."""
     prior = priors.default_prior(self.data_size)

@@ -11,6 +11,7 @@ import scipy.special
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_adaptive.keras import health
 from tfp_adaptive.keras import likelihoods
 
 __all__ = ['Predictive', 'classification_metrics', 'mixture_quantiles']
@@ -35,6 +36,9 @@ class Predictive(object):
     self._log_terms = None  # log Σ_s w_s p(y_i | θ_s), per point.
     self._cdf = None  # Σ_s w_s P(Y ≤ y_i | θ_s), per output (regression).
     self._labels = None
+    #: Per member added with targets (regression): the share of points at
+    #: which its mean is far off the targets' range (`health.off_range`).
+    self.off_range = []
 
   def add(self, weight, raw_output):
     """Adds one member's raw model output with (unnormalised) `weight` > 0."""
@@ -59,6 +63,7 @@ class Predictive(object):
         self._cdf = _acc(self._cdf, weight * scipy.special.ndtr(
             (y - mean) / np.sqrt(var)))
         log_lik = likelihoods.gaussian_log_density(y, mean, var)
+        self.off_range.append(health.off_range(mean, y))
     if self.y is not None:
       term = np.log(weight) + log_lik
       self._log_terms = (term if self._log_terms is None
