@@ -38,6 +38,7 @@ BENCHMARKS = [
     ('lecture_regression', [], 'Bayesian linear regression (exact posterior)'),
     ('regimes', [], 'Regimes: where the samplers are biased'),
     ('calibration', [], 'Calibrated ensembles from the documented defaults'),
+    ('quality', [], 'Ensemble quality against an Adam deep ensemble'),
     ('ensemble_memory', [], 'Memory of an ensemble on disk'),
     ('chains', [], 'Chain parallelism: K processes'),
     ('yu_tables', ['--seeds', '2'], 'Bayesian MLP on digits (Yu et al.\'s '

@@ -207,7 +207,8 @@ class BayesianEnsemble(object):
       warnings.warn(health.message('BayesianEnsemble.evaluate', [(
           'noise', '%d of %d members predict outside the targets\' range '
           '(widened by its width) at up to %.0f%% of the points'
-          % (len(off), len(acc.off_range), 100 * max(off)))]))
+          % (len(off), len(acc.off_range), 100 * max(off)))],
+                                   lead='the posterior looks bad'))
     return acc.metrics(num_bins)
 
   def to_arviz(self, x, y=None, batch_size=None, weights=True, seed=0):

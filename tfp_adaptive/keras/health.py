@@ -184,13 +184,12 @@ ADVICE = {
 }
 
 
-def message(where, findings):
+def message(where, findings, lead='the posterior looks bad after burn-in'):
   """One warning's text for `findings` (see `RunHealth.findings`)."""
   causes = []
   for cause, _ in findings:
     if cause not in causes:
       causes.append(cause)
-  return ('%s: the posterior looks bad after burn-in: %s. Its members are '
-          'not posterior samples. Likely cause: %s.' % (
-              where, '; '.join(s for _, s in findings),
-              '; or '.join(ADVICE[c] for c in causes)))
+  return ('%s: %s: %s. Those members are not posterior samples. Likely '
+          'cause: %s.' % (where, lead, '; '.join(s for _, s in findings),
+                          '; or '.join(ADVICE[c] for c in causes)))
