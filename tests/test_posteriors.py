@@ -1,6 +1,9 @@
 """SGLD and the corrected adaptive samplers recover known posteriors (mean and covariance).
 
-1. A correlated 2-D Gaussian.
+1. A correlated 2-D Gaussian (also for the momentum samplers SGHMC and
+   SGNHT: their chains decorrelate from the start within the run, and a
+   chain at temperature 2 reads twice the covariance, far outside the
+   bound).
 2. The lecture's Bayesian linear regression (Karagiannis, Sec. 4) with the
    exact normal-inverse-gamma posterior, sampled in (β, σ²) through
    `TransformedTransitionKernel` (σ² = exp(γ)).
@@ -71,6 +74,10 @@ GAUSS_KERNELS = {
     'wenzel': lambda: tfa.mcmc.WenzelSGLD(_gauss_parts, H, ALPHA, 1, 1.0),
     'monge': lambda: tfa.mcmc.MongeSGRLD(_gauss_parts, H, 1.0, ALPHA),
     'shampoo': lambda: tfa.mcmc.ShampooSGRLD(_gauss_parts, H, ALPHA, 1.0),
+    # Momentum: the velocity starts at 0 and settles in about 1/friction
+    # steps; the discretisation bias is O(h) as SGLD's.
+    'sghmc': lambda: tfa.mcmc.SGHMC(_gauss_parts, H, friction=0.1),
+    'sgnht': lambda: tfa.mcmc.SGNHT(_gauss_parts, H, diffusion=0.1),
     # Adapt, then freeze: without Γ, exact for the frozen metric (the chains
     # start in the target; one result falls in the 20 adapting steps).
     'shampoo_frozen': lambda: tfa.mcmc.ShampooSGRLD(
