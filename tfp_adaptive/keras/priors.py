@@ -39,7 +39,7 @@ import keras
 from tfp_adaptive import validation
 from tfp_adaptive.core import tensors
 
-__all__ = ['DEFAULT_GAIN', 'GaussianPrior', 'HorseshoePrior',
+__all__ = ['DEFAULT_GAIN', 'GaussianPrior', 'RELU_GAIN', 'HorseshoePrior',
            'add_gaussian_prior', 'add_horseshoe_prior', 'default_prior']
 
 #: The default prior's ``σ`` is ``DEFAULT_GAIN / sqrt(fan_in)``: a weight's
@@ -49,6 +49,14 @@ __all__ = ['DEFAULT_GAIN', 'GaussianPrior', 'HorseshoePrior',
 #: ensembles of about the same quality (guide "Keras training and the
 #: Bayesian ensemble", section "Priors").
 DEFAULT_GAIN = math.sqrt(50.)
+
+#: ``gain`` of `add_gaussian_prior` for regression networks: ``N(0, 2/fan_in)``
+#: keeps the scale of a ReLU layer's inputs (He's variance), so that with
+#: standardised targets the prior predictive has the targets' scale. The
+#: default prior, made for logits, draws functions far wider than that
+#: (guide "Keras training and the Bayesian ensemble", "Regression that fits
+#: its noise").
+RELU_GAIN = math.sqrt(2.)
 
 _register = keras.saving.register_keras_serializable(package='tfp_adaptive')
 
