@@ -400,7 +400,7 @@ class SampleCollector(keras.callbacks.Callback):
     sample whose last step explored (no noise) is not taken, and the others
     are tagged with their cycle.
     """
-    stages = getattr(self.model.optimizer, '_learning_rate', None)
+    stages = getattr(self.model.optimizer, 'learning_rate_schedule', None)
     cycle = None
     if callable(getattr(stages, 'sampling', None)):
       if not bool(stages.sampling(step - 1)):

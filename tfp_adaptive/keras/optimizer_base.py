@@ -333,6 +333,13 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
             for p, c in zip(parts, self._prior_precisions)]
 
   @property
+  def learning_rate_schedule(self):
+    """The `LearningRateSchedule` given as `learning_rate` (`None` for a constant rate)."""
+    lr = self._learning_rate
+    return (lr if isinstance(lr, keras.optimizers.schedules.LearningRateSchedule)
+            else None)
+
+  @property
   def temperature_variable(self):
     """τ as a variable (`TemperatureRamp` assigns it during `fit`)."""
     return self._temperature_variable
@@ -457,7 +464,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     target_grads = [-tf.cast(n, g.dtype) * g for g in full_grads]
     # No noise during TFP's `burnin`, nor in a cyclical schedule's
     # exploration stages (`tfp_adaptive.schedules.Cyclical`).
-    noise_scale = schedules.noise_scale(self._learning_rate, step)
+    noise_scale = schedules.noise_scale(self.learning_rate_schedule, step)
     if self.burnin > 0:
       after = tf.cast(step > self.burnin, tf.float32)
       noise_scale = after if noise_scale is None else noise_scale * after

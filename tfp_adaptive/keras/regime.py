@@ -154,11 +154,10 @@ class StepSizeCalibration(keras.callbacks.Callback):
 
   def on_train_begin(self, logs=None):
     opt = optimizer_base.sampler_of(self.model, 'StepSizeCalibration')
-    if isinstance(opt._learning_rate,  # pylint: disable=protected-access
-                  keras.optimizers.schedules.LearningRateSchedule):
+    if opt.learning_rate_schedule is not None:
       raise TypeError('StepSizeCalibration needs a constant learning rate, '
                       'not a schedule (%s).'
-                      % type(opt._learning_rate).__name__)  # pylint: disable=protected-access
+                      % type(opt.learning_rate_schedule).__name__)
     attach(opt, self.model)
 
   def on_epoch_end(self, epoch, logs=None):
