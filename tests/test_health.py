@@ -47,6 +47,23 @@ def test_the_trend_rule_separates_a_ramp_from_a_stationary_wander():
   assert not health.rising(np.linspace(1., 10., 8), 2.)  # Too few epochs.
 
 
+def _loss_findings(losses):
+  run = health.RunHealth({})
+  for loss in losses:
+    run.record(loss)
+  return run.findings()
+
+
+def test_a_jump_is_a_spike_only_when_it_is_large_in_nats():
+  """Wine's separable data: a chain's epoch losses near 0.001 with one at
+  0.047 (35 times the median, measured on the quality benchmark) are a
+  posterior's noise, not an excursion; a jump from 1 to 20 nats is one."""
+  assert not _loss_findings([0.001] * 12 + [0.047] + [0.001] * 6)
+  found = _loss_findings([1.] * 12 + [20.] + [1.] * 6)
+  assert len(found) == 1 and found[0][0] == 'step', found
+  assert 'jumped to 20' in found[0][1], found
+
+
 def test_off_range_counts_means_outside_the_widened_target_range():
   y = np.array([0., 1., 2., 3., 4.])  # Range 4: [-4, 8] is in.
   assert health.off_range([0., 7.9, -3.9, 2., 2.], y) == 0.

@@ -18,9 +18,12 @@ names the likely cause:
 - **A loss that rises or spikes.** For likelihoods whose loss is at least
   0: the training loss keeps rising (τ ≥ `TREND_TAU` and the last third at
   least `LOSS_RISE` times the first), or one epoch's loss is more than
-  `LOSS_SPIKE` times the median of the epochs before it. Either means the
-  chain runs hot or makes excursions: **the step** (lower the learning
-  rate), or a burn-in too short for a chain that started at an optimum.
+  `LOSS_SPIKE` times the median of the epochs before it; either by at least
+  `LOSS_MIN_RISE` (1 nat per example: an epoch whose every prediction is
+  on average e times less likely; below that a loss near 0, as on
+  separable data, would make ratios of noise). Either means the chain
+  runs hot or makes excursions: **the step** (lower the learning rate),
+  or a burn-in too short for a chain that started at an optimum.
 - **Members off the targets' scale** (regression, where targets are
   known: the collector's ``validation_data`` and `BayesianEnsemble.evaluate`):
   a member whose predictive mean leaves the targets' range, widened by its
@@ -48,6 +51,7 @@ NORM_RISE = 1.5
 PRIOR_EXCESS = 4.
 LOSS_RISE = 2.
 LOSS_SPIKE = 10.
+LOSS_MIN_RISE = 1.
 OFF_RANGE_SHARE = 0.01
 
 
@@ -145,7 +149,8 @@ class RunHealth(object):
     losses = self.losses[len(self.losses) - _window(len(self.losses)):]
     if self.loss_is_nonnegative and len(losses) >= MIN_EPOCHS:
       third = len(losses) // 3
-      if rising(losses, LOSS_RISE):
+      rise = np.mean(losses[-third:]) - np.mean(losses[:third])
+      if rising(losses, LOSS_RISE) and rise >= LOSS_MIN_RISE:
         found.append(('step', 'the training loss kept rising after burn-in, '
                       'from %.3g to %.3g' % (np.mean(losses[:third]),
                                              np.mean(losses[-third:]))))
@@ -167,7 +172,8 @@ def _spike(losses):
   """``(loss, ratio, median)`` of the first epoch whose loss exceeds `LOSS_SPIKE` times the median of the epochs before it, or `None`."""
   for i in range(3, len(losses)):
     median = float(np.median(losses[:i]))
-    if median > 0 and losses[i] > LOSS_SPIKE * median:
+    if (median > 0 and losses[i] > LOSS_SPIKE * median and
+        losses[i] - median >= LOSS_MIN_RISE):
       return losses[i], losses[i] / median, median
   return None
 
