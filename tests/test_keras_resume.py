@@ -35,10 +35,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 KILLS = int(os.environ.get('TFPA_KILLS', '24'))
-# Long enough to outlast the kills: a killed run lives at most 0.4 s after
-# its first step at 0.01 s a batch (8 epochs of 5 batches), or until its
-# next file.
-EPOCHS = max(150, 12 * KILLS)
+
+
+def _epochs(kills):
+  """A run long enough to outlast `kills` kills.
+
+  A killed run lives at most 0.4 s after its first step at 0.01 s a batch
+  (8 epochs of 5 batches), or until its next file (a checkpoint every
+  epoch); 10 epochs a kill leave room for the replayed epochs.
+  """
+  return 10 * kills + 20
 
 
 def _committed(directory):
@@ -61,8 +67,8 @@ def _data_files(directory):
           if n.startswith(('sample_', 'checkpoint_'))}
 
 
-def _kill_once(directory, rng, at_new_file, seed):
-  child = _run(directory, sleep=0.01, seed=seed)
+def _kill_once(directory, rng, at_new_file, seed, epochs):
+  child = _run(directory, epochs, sleep=0.01, seed=seed)
   assert child.readline() == 'ready'
   if at_new_file:
     before = _data_files(directory)
@@ -103,7 +109,7 @@ class _Reader(threading.Thread):
       time.sleep(0.005)
 
 
-def _run(directory, epochs=EPOCHS, sleep=0., seed=FIXED):
+def _run(directory, epochs, sleep=0., seed=FIXED):
   return forked_runs.Run(directory, epochs, sleep, seed)
 
 
@@ -144,10 +150,11 @@ def _soak(tmp_path, kills, seed=FIXED, reader=False):
   watcher = _Reader(d, seed) if reader else None
   if watcher:
     watcher.start()
-  done, i, settled = None, 0, {}
+  done, i, settled, epochs = None, 0, {}, _epochs(kills)
   try:
     for i in range(kills):
-      done = _kill_once(d, rng, at_new_file=(i % 3 == 2), seed=seed)
+      done = _kill_once(d, rng, at_new_file=(i % 3 == 2), seed=seed,
+                        epochs=epochs)
       _check_settled(_committed(d), settled)  # Every restore point is whole.
       if done:
         break
@@ -156,14 +163,14 @@ def _soak(tmp_path, kills, seed=FIXED, reader=False):
       watcher.stop.set()
       watcher.join(60)
   assert done is None, 'the run finished after %d kills; lengthen it' % i
-  result = _finish(_run(d, seed=seed))
+  result = _finish(_run(d, epochs, seed=seed))
   # Without a seed every process draws its own; the resumed ones took the
   # recorded one, which an uninterrupted run gets here explicitly.
   ref_dir = str(tmp_path / 'uninterrupted')
   # Uninterrupted, it reports only at its end: allow 0.5 s an epoch, slack
   # for a loaded machine (about 0.05 s an epoch on a quiet one).
-  reference = _finish(_run(ref_dir, seed=seed if seed == FIXED
-                           else result['seed']), timeout=max(600, EPOCHS / 2))
+  reference = _finish(_run(ref_dir, epochs, seed=seed if seed == FIXED
+                           else result['seed']), timeout=max(600, epochs / 2))
   assert result == reference  # Same final step, members and seed.
   a, b = _committed(ref_dir), _committed(d)
   assert a['members'] == b['members']
