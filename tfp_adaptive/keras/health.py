@@ -43,7 +43,7 @@ stationary losses (`tests/test_health.py` measures it).
 import numpy as np
 import scipy.stats
 
-__all__ = ['MIN_EPOCHS', 'RunHealth', 'off_range', 'rising']
+__all__ = ['MIN_EPOCHS', 'RunHealth', 'message', 'off_range', 'rising']
 
 MIN_EPOCHS = 9
 TREND_TAU = 0.5
@@ -58,9 +58,10 @@ OFF_RANGE_SHARE = 0.01
 def rising(values, ratio):
   """True when `values` (one per epoch) keep rising.
 
-  Kendall's τ of the values against their index is at least `TREND_TAU`
-  and the mean of the last third is at least `ratio` times the mean of the
-  first third (values > 0).
+  Kendall's τ of the values against their index is at least `TREND_TAU`,
+  the mean of the last third is at least `ratio` times the mean of the
+  first third (values > 0), and the last third's smallest value exceeds
+  the first third's largest. Needs `MIN_EPOCHS` finite values.
   """
   values = np.asarray(values, np.float64)
   if len(values) < MIN_EPOCHS or not np.all(np.isfinite(values)):
