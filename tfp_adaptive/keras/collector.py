@@ -137,8 +137,9 @@ class SampleCollector(keras.callbacks.Callback):
     self._pending = False
     self._unmoved = 0
     self._losses, self._collapse_warned = [], False
-    self._steady_losses = []  # Training losses of the epochs after burn-in.
-    self._health = None  # `health.RunHealth` of this fit, from its first steady epoch.
+    # `health.RunHealth` of this fit, from its first epoch after burn-in; its
+    # `losses` are the training losses of those epochs.
+    self._health = None
     self._posterior_warned = False  # One warning that the posterior went bad.
     self._fingerprint = None
     self._writes = True
@@ -163,7 +164,6 @@ class SampleCollector(keras.callbacks.Callback):
   # -- fit hooks --------------------------------------------------------------
   def on_train_begin(self, logs=None):
     model = self.model
-    self._steady_losses = []
     self._health = None
     self.likelihood = ensemble_lib.resolve_likelihood(model,
                                                       *self._likelihood_args)
@@ -256,8 +256,6 @@ class SampleCollector(keras.callbacks.Callback):
     self._check_collapse(logs)
     opt = self.model.optimizer
     start = epoch if self.unit == 'epoch' else getattr(self, '_epoch_start', 0)
-    if start >= self.burnin and (logs or {}).get('loss') is not None:
-      self._steady_losses.append(float(logs['loss']))
     if start >= self.burnin:
       self._check_health((logs or {}).get('loss'))
     if getattr(opt, 'regime_state', None) is not None:
@@ -338,8 +336,9 @@ class SampleCollector(keras.callbacks.Callback):
     too narrow (or too wide) for the targets' scale.
     """
     lik = self.likelihood
-    window = self._steady_losses[-(len(self._steady_losses) // 3):]
-    if (len(self._steady_losses) < 9 or lik is None or
+    steady = [] if self._health is None else self._health.losses
+    window = steady[-(len(steady) // 3):]
+    if (len(steady) < 9 or lik is None or
         lik.name != 'gaussian' or lik.noise_variance is not None):
       return
     half = len(window) // 2
