@@ -87,9 +87,6 @@ def _regression(inputs, n, y, heteroscedastic=False):
 
 def datasets():
   """``{name: (data, model_fn(n, y), loss, epochs)}``; ``model_fn`` builds a fresh model."""
-  def digits():
-    x, y, xt, yt = calibration.data()
-    return x, y, xt, yt
   def flat_digits():
     x, y, xt, yt = common.load_dataset('digits')
     return (x.astype('float32'), y, xt.astype('float32'), yt)
@@ -110,7 +107,8 @@ def datasets():
       'digits MLP': (flat_digits(), lambda n, y: keras.Sequential([
           keras.Input((64,)), keras.layers.Dense(100, activation='relu'),
           keras.layers.Dense(10)]), lambda: xent, 300),
-      'digits convnet': (digits(), lambda n, y: calibration.convnet(),
+      'digits convnet': (calibration.data(),
+                         lambda n, y: calibration.convnet(),
                          lambda: 'sparse_categorical_crossentropy', 100),
       'synthetic 1-D': (sine, lambda n, y: _regression(1, n, y, True),
                         lambda: tfa.keras.GaussianNLL(), 300),
@@ -153,10 +151,10 @@ METHODS = {'recipe (corrected PSGLD)': _fit_recipe,
            'Adam deep ensemble (5)': _fit_adam}
 
 
-def run(quick, seeds):
-  """``{dataset: {method: [metrics per seed]}}`` and the ensembles of seed 0."""
+def run(sets, quick, seeds):
+  """``{dataset: {method: [metrics per seed]}}`` and the ensembles of seed 0, for `datasets()`."""
   results, first = {}, {}
-  for name, (data, model_fn, loss_fn, epochs) in datasets().items():
+  for name, (data, model_fn, loss_fn, epochs) in sets.items():
     if quick:
       if name != 'synthetic 1-D':  # A regression head and the band figure.
         continue
@@ -239,7 +237,8 @@ def main():
   args = p.parse_args()
   out = common.out_dir(args.out)
   seeds = 1 if args.quick else args.seeds
-  results, first = run(args.quick, seeds)
+  sets = datasets()
+  results, first = run(sets, args.quick, seeds)
   common.write_table(
       os.path.join(out, 'quality.md'),
       'Ensemble quality against an Adam deep ensemble (%s, %d seed%s)'
@@ -252,7 +251,7 @@ def main():
       'least the deep ensemble\'s minus two standard errors of the '
       'difference. Same number of gradients for both methods.'
       % (' --quick' if args.quick else ''))
-  sine = datasets()['synthetic 1-D'][0]
+  sine = sets['synthetic 1-D'][0]
   plot_band({m: first[('synthetic 1-D', m)] for m in METHODS}, sine,
             os.path.join(out, 'quality_band.png'))
 
