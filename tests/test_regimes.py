@@ -13,6 +13,7 @@
   `StepSizeCalibration` brings `drift_ratio` to its target.
 """
 
+import re
 import warnings
 
 import keras
@@ -64,19 +65,31 @@ def test_drift_ratio_of_sgld_on_a_gaussian_is_exact():
 
 
 def test_sample_warns_once_naming_the_step_size():
+  """SGLD at h = 0.5 on N(0, 1) samples variance 1/(1 − h/4) = 1.14: hot.
+
+  The configurational temperature reads the variance here (T = E[x²]),
+  so the warning's factor is (1.143 − 1)/0.1 ≈ 1.43. At h = 0.02 it reads
+  1.005, inside the tolerance: no warning, from the temperature or from
+  ``drift_ratio``, which it replaces in `sample`.
+  """
   kernel = tfa.mcmc.SGLD(_gaussian, 0.5)
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     tfa.mcmc.sample(kernel, tf.zeros([64, 1]), 3000, seed=(1, 2),
                     chunk_size=1000, progress=False)
-  messages = [str(w.message) for w in caught if 'drift_ratio' in str(w.message)]
+  messages = [str(w.message) for w in caught if 'temperature' in
+              str(w.message)]
   assert len(messages) == 1, messages
-  assert '`step_size`' in messages[0]
+  assert 'wider than its target' in messages[0], messages
+  factor = float(re.search(r'Lower `step_size` about ([0-9.]+)x',
+                           messages[0]).group(1))
+  assert abs(factor - 1.43) < 0.4, messages  # 4 s.e. of the reading: 0.05.
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     tfa.mcmc.sample(tfa.mcmc.SGLD(_gaussian, 0.02), tf.zeros([64, 1]), 3000,
                     seed=(1, 2), progress=False)
-  assert not [w for w in caught if 'ratio' in str(w.message)]
+  assert not [w for w in caught if 'ratio' in str(w.message) or
+              'temperature' in str(w.message)]
 
 
 @pytest.mark.statistical
@@ -91,10 +104,13 @@ def test_cusp_is_flagged_and_biased_and_the_recommended_bias_is_not():
   assert numbers.peak_factor > 10 and numbers.lag > 0.1, numbers
   assert any('`diagonal_bias`' in msg for msg in messages), messages
   assert abs(err) > 0.1 + 4 * se, (err, se)  # The flagged run is off.
+  assert any('configurational temperature' in msg for msg in messages), (
+      messages)  # And its temperature says so.
   smooth = tfa.mcmc.PSGLD(_gaussian, 0.01, 0.9, 1., gamma='corrected')
   m, s, numbers, messages = _run(smooth, init, steps)
   err, se = regimes.sd_error(m, s, np.eye(1))
-  assert not [msg for msg in messages if 'lag' in msg or 'ratio' in msg]
+  assert not [msg for msg in messages if 'lag' in msg or 'ratio' in msg or
+              'temperature' in msg]
   assert abs(err) < 0.05 + 4 * se, (err, se, numbers)
 
 
@@ -108,10 +124,12 @@ def test_full_batch_regression_at_the_recommended_settings():
   _, _, numbers, messages = _run(cusp, init, 20000)
   assert numbers.lag > 0.1 and any('`diagonal_bias`' in msg
                                    for msg in messages), (numbers, messages)
+  assert any('configurational temperature' in msg for msg in messages), (
+      messages)
   recommended = tfa.mcmc.PSGLD(fn, 4.8e-4, 0.5, 1e3, gamma='corrected')
   m, s, numbers, messages = _run(recommended, init, int(40000 * stat_scale()))
-  assert not [msg for msg in messages if 'lag' in msg or 'ratio' in msg], (
-      messages)
+  assert not [msg for msg in messages if 'lag' in msg or 'ratio' in msg or
+              'temperature' in msg], messages
   err, se = regimes.sd_error(m, s, cov)
   assert abs(err) < 0.05 + 4 * se, (err, se, numbers)
 

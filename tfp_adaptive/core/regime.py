@@ -88,7 +88,7 @@ def numbers(means, preconditioner, gradient_scale=1., with_gamma=False):
 
 
 def advice(regime, hyperparameters, step_name, preconditioner=None,
-           stochastic=False):
+           stochastic=False, drift=True):
   """Messages for each number of `regime` outside its tolerance (worst chain).
 
   Args:
@@ -100,13 +100,16 @@ def advice(regime, hyperparameters, step_name, preconditioner=None,
     preconditioner: the sampler's `Preconditioner` (its ``decay`` and
       ``min_decay_stochastic``), or `None`.
     stochastic: whether the gradients are minibatch estimates.
+    drift: whether to advise on ``drift_ratio``. Callers that read the
+      configurational temperature (`tfp_adaptive.core.temperature`), which
+      measures the bias that ``drift_ratio`` only predicts, pass `False`.
 
   Returns:
     List of strings, empty when the run is in the regime.
   """
   worst = {k: float(np.max(v)) for k, v in regime._asdict().items()}
   out = []
-  if worst['drift_ratio'] > TOLERANCES['drift_ratio']:
+  if drift and worst['drift_ratio'] > TOLERANCES['drift_ratio']:
     factor = worst['drift_ratio'] / TOLERANCES['drift_ratio']
     out.append(
         'drift_ratio = %.3g > %g: the step is large against the target\'s '

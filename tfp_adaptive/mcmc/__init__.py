@@ -14,10 +14,11 @@ from tfp_adaptive.mcmc.samplers import SGLD
 from tfp_adaptive.mcmc.samplers import SGNHT
 from tfp_adaptive.mcmc.samplers import ShampooSGRLD
 from tfp_adaptive.mcmc.samplers import WenzelSGLD
+from tfp_adaptive.mcmc.temperature import check_temperature
 
 __all__ = [
     'AdamSGLD', 'AdaptiveSGMCMC', 'AdaptiveSGMCMCKernelResults', 'MongeSGRLD',
     'PSGLD', 'SGHMC', 'SGLD', 'SGNHT', 'ShampooSGRLD', 'WenzelSGLD',
-    'check_regime', 'report_nonfinite', 'sample',
+    'check_regime', 'check_temperature', 'report_nonfinite', 'sample',
     'stationary_histogram',
 ]

@@ -11,6 +11,8 @@ import tensorflow_probability as tfp
 
 from tfp_adaptive import validation
 from tfp_adaptive.core import regime as regime_lib
+from tfp_adaptive.mcmc import kernel as kernel_lib
+from tfp_adaptive.mcmc import temperature as temperature_lib
 
 __all__ = ['check_regime', 'report_nonfinite', 'sample', 'stationary_histogram']
 
@@ -81,7 +83,7 @@ def report_nonfinite(kernel, results):
   count = np.asarray(count)
   total = int(np.sum(count))
   if total:
-    policy = getattr(_sampler_kernel(kernel), 'parameters', {}).get(
+    policy = getattr(kernel_lib.sampler_in(kernel), 'parameters', {}).get(
         'nonfinite')
     what = ('were kept (nonfinite=\'ignore\')' if policy == 'ignore' else
             'were rejected, each chain returning to its last finite state')
@@ -96,13 +98,6 @@ def report_nonfinite(kernel, results):
            count.size, int(count[worst]),
            worst[0] if len(worst) == 1 else worst))
   return count
-
-
-def _sampler_kernel(kernel):
-  """Our kernel inside `kernel` (e.g. a `TransformedTransitionKernel`), or `None`."""
-  while kernel is not None and not hasattr(kernel, 'preconditioner'):
-    kernel = getattr(kernel, 'inner_kernel', None)
-  return kernel
 
 
 def check_regime(kernel, step_norms, warn=True):
@@ -132,9 +127,9 @@ def check_regime(kernel, step_norms, warn=True):
   return _regime(kernel, means, warn)[0]
 
 
-def _regime(kernel, means, warn):
+def _regime(kernel, means, warn, drift=True):
   """``(Regime, messages)`` from run means; warns with the messages if `warn`."""
-  inner = _sampler_kernel(kernel)
+  inner = kernel_lib.sampler_in(kernel)
   if inner is None:
     raise TypeError('`kernel` must be (or wrap) a tfp_adaptive.mcmc kernel. '
                     'Received: %r' % (kernel,))
@@ -143,21 +138,21 @@ def _regime(kernel, means, warn):
       means, inner.preconditioner,
       with_gamma=inner.algorithm.tracks_metric_with_gamma(
           params.get('gamma', 'none')))
-  messages = _advice(inner, regime)
+  messages = _advice(inner, regime, drift)
   if warn:
     for message in messages:
       warnings.warn('%s: %s' % (type(inner).__name__, message))
   return regime, messages
 
 
-def _advice(kernel, regime):
+def _advice(kernel, regime, drift=True):
   """The warnings `regime` gets for `kernel` (ours or a wrapper of ours)."""
-  inner = _sampler_kernel(kernel)
+  inner = kernel_lib.sampler_in(kernel)
   params = inner.parameters
   stochastic = bool(getattr(params['target_log_prob_fn'], 'needs_seed',
                             False))
   return regime_lib.advice(regime, params, 'step_size', inner.preconditioner,
-                           stochastic)
+                           stochastic, drift)
 
 
 class _RegimeMeans(object):
@@ -175,12 +170,12 @@ class _RegimeMeans(object):
         a + b for a, b in zip(self.sums, values)]
     self.steps += steps
 
-  def check(self, kernel, warned):
+  def check(self, kernel, warned, drift=True):
     """Warns once per run when the means so far are outside the regime."""
     if warned or self.sums is None or self.steps == 0:
       return warned
     return bool(_regime(kernel, [np.mean(x) / self.steps for x in self.sums],
-                        warn=True)[1])
+                        warn=True, drift=drift)[1])
 
 
 def _find_field(results, name):
@@ -193,7 +188,8 @@ def _find_field(results, name):
 
 def sample(kernel, current_state, num_results, num_burnin_steps=0,
            num_steps_between_results=0, trace_fn=None, seed=None,
-           chunk_size=1000, progress=True, jit_compile=True, stuck_steps=100):
+           chunk_size=1000, progress=True, jit_compile=True, stuck_steps=100,
+           check_temperature=True):
   """`tfp.mcmc.sample_chain` in compiled chunks, with a progress bar.
 
   Each chunk of `chunk_size` results is one XLA-compiled `sample_chain` call
@@ -203,8 +199,11 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
   warning at the end gives how many steps were rejected, in how many
   chains, see `report_nonfinite`), for chains
   that have not moved for `stuck_steps` steps (a warning), and, for our
-  kernels, for the regime numbers of the run so far (`check_regime`: one
-  warning per call, naming the parameter to change).
+  kernels, for the metric's regime (`check_regime`: a cusp, a lagging or
+  too short moving average; one warning per call). At the end the
+  samples' configurational temperature is read per state part
+  (`check_temperature`): a run that is hot, cold or still moving gets one
+  warning per part, naming the parameter to change and by how much.
 
   Args:
     kernel: a `tfp.mcmc.TransitionKernel`.
@@ -219,6 +218,9 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
     jit_compile: compile each chunk with XLA.
     stuck_steps: int >= 1; warn when a chain's last this many steps were all
       rejected (``kernel_results.num_unmoved``).
+    check_temperature: read the samples' configurational temperature at the
+      end (one gradient per chain for each of at most 256 draws) and warn
+      when it is off.
 
   Returns:
     ``(samples, trace, final_kernel_results)`` (trace is `None` without
@@ -232,6 +234,7 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
   validation.check_int('stuck_steps', stuck_steps)
   validation.check_bool('progress', progress)
   validation.check_bool('jit_compile', jit_compile)
+  validation.check_bool('check_temperature', check_temperature)
   seed = tfp.random.sanitize_seed(seed)
   key = ('sample', trace_fn, num_steps_between_results, jit_compile)
   runners = _RUNNERS.setdefault(kernel, {})
@@ -244,7 +247,7 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
   total = num_burnin_steps + num_results * (1 + num_steps_between_results)
   bar = _Progress(total, type(kernel).__name__, progress)
   state, samples, traces, done = current_state, [], [], 0
-  track = _RegimeMeans() if _sampler_kernel(kernel) is not None else None
+  track = _RegimeMeans() if kernel_lib.sampler_in(kernel) is not None else None
   warned = False
   try:
     while done < num_results:
@@ -257,7 +260,7 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
       _check_finite(kernel, results, stuck_steps)
       if track is not None:
         track.add([np.sum(x, axis=0) for x in norms], n)
-        warned = track.check(kernel, warned)
+        warned = track.check(kernel, warned, drift=not check_temperature)
       samples.append(chunk)
       traces.append(tr)
       state = tf.nest.map_structure(lambda x: x[-1], chunk)
@@ -269,6 +272,9 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
   concat = lambda *xs: tf.concat(xs, axis=0)
   samples = tf.nest.map_structure(concat, *samples)
   traces = tf.nest.map_structure(concat, *traces) if trace_fn else None
+  if check_temperature and track is not None:
+    seed, temperature_seed = tfp.random.split_seed(seed)
+    temperature_lib.check_temperature(kernel, samples, seed=temperature_seed)
   return samples, traces, results
 
 

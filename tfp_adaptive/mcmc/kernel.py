@@ -11,7 +11,8 @@ from tfp_adaptive.core import algorithms
 from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.core import tensors
 
-__all__ = ['AdaptiveSGMCMC', 'AdaptiveSGMCMCKernelResults', 'NONFINITE_POLICIES']
+__all__ = ['AdaptiveSGMCMC', 'AdaptiveSGMCMCKernelResults', 'NONFINITE_POLICIES',
+           'sampler_in']
 
 NONFINITE_POLICIES = ('reject', 'reject_at_proposal', 'raise', 'ignore')
 
@@ -50,6 +51,13 @@ class AdaptiveSGMCMCKernelResults(
   - ``seed``: the stateless seed the last step used.
   """
   __slots__ = ()
+
+
+def sampler_in(kernel):
+  """Our kernel inside `kernel` (itself, or wrapped e.g. by a `TransformedTransitionKernel`), or `None`."""
+  while kernel is not None and not isinstance(kernel, AdaptiveSGMCMC):
+    kernel = getattr(kernel, 'inner_kernel', None)
+  return kernel
 
 
 def _as_list(state):

@@ -1,0 +1,186 @@
+"""The configurational temperature: is a chain sampling its target? One reading, its error, and the verdict.
+
+For a density ``π ∝ exp(−U/τ)`` on ``R^D`` that vanishes fast enough at
+infinity, integration by parts gives, for every constant vector ``c``,
+
+``E_π[(θ − c)·∇U(θ)] = τ · D``                                  (virial)
+
+and the same holds for each block of coordinates (a state part, a layer)
+with ``D`` its size. So ``T = ⟨(θ − c)·∇U⟩ / D`` read along a chain must be
+the sampling temperature ``τ``. A chain that samples another density reads
+something else: for a Gaussian target with curvature ``H`` sampled with
+covariance ``Σ_s``, ``T = tr(H Σ_s)/D``, and sds that are all off by a
+factor ``s`` read ``τ s²``. Too hot (``T > τ``): a step too large for the
+curvature or the gradient noise. Too cold: a metric whose moving average
+lags the chain, a Γ that is off.
+
+Properties this module relies on (docs, guide "Diagnostics"):
+
+- Minibatch gradients need no correction: ``∇Û`` is unbiased given ``θ``,
+  so ``(θ − c)·∇Û`` is an unbiased term of the same mean (only noisier).
+- The centre ``c`` changes the variance, not the mean. It should sit in
+  the bulk of the chain: the chain's own mean (kernels), or the running
+  mean since burn-in, updated between epochs (Keras).
+- It is one number per block: sds too wide in some directions and too
+  narrow in others can cancel. It misses that; it catches every bias that
+  moves the spread of a block as a whole.
+
+`read` turns a series of per-draw virials into a `Reading`: the mean, a
+standard error from the series' effective sample size (autocorrelation
+counted, `effective_size`, chains pooled), and
+the stationarity test: the means of the first and the second half of the
+series differ by at most `STATIONARITY_Z` combined standard errors (a
+Geweke-type test). `verdict` judges a reading only once it is stationary,
+so no advice is given during a transient: a reading is *biased* when its
+``±INTERVAL_Z·se`` interval lies wholly outside ``τ(1 ± TOLERANCE)``.
+`TOLERANCE` = 0.1 is the temperature error of sds 5% off.
+"""
+
+import collections
+
+import numpy as np
+
+__all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
+           'TOLERANCE', 'advice', 'effective_size', 'read', 'verdict']
+
+TOLERANCE = 0.1
+INTERVAL_Z = 3.
+STATIONARITY_Z = 3.
+MIN_EFFECTIVE_SIZE = 20.
+
+Reading = collections.namedtuple('Reading', [
+    'temperature', 'standard_error', 'effective_size', 'first_half',
+    'second_half', 'drift_z', 'size'])
+Reading.__doc__ = """A configurational temperature read from a chain.
+
+Fields: ``temperature`` (``⟨(θ − c)·∇U⟩/D``), ``standard_error`` (from the
+effective sample size), ``effective_size`` (summed over chains),
+``first_half`` and ``second_half`` (the readings of each half of the
+series), ``drift_z`` (their difference in combined standard errors; the
+stationarity test) and ``size`` (``D``).
+"""
+
+
+def _mean_se(values):
+  """Mean, its standard error and effective size of ``[draws, chains]`` values."""
+  n, chains = values.shape
+  means = values.mean(0)
+  if n < 4:
+    return float(means.mean()), np.inf, float(n * chains)
+  ess = np.clip(effective_size(values), 1., float(n))
+  var = values.var(0, ddof=1)
+  se = np.sqrt(np.sum(var / ess)) / chains
+  return float(means.mean()), float(se), float(ess.sum())
+
+
+def effective_size(values):
+  """Per chain, the effective sample size of ``[draws, chains]`` values.
+
+  Geyer's initial monotone sequence estimator: autocorrelations from the
+  FFT, summed in pairs up to the first pair that is not positive, the pair
+  sums made non-increasing (as Stan and TFP compute it).
+  """
+  n = values.shape[0]
+  x = values - values.mean(0)
+  f = np.fft.rfft(x, 2 * n, axis=0)
+  acov = np.fft.irfft(f * np.conj(f), axis=0)[:n] / n
+  with np.errstate(invalid='ignore', divide='ignore'):
+    rho = acov / acov[:1]
+  pairs = rho[:n - n % 2:2] + rho[1:n:2]
+  positive = np.cumprod(pairs > 0, axis=0).astype(bool)
+  pairs = np.minimum.accumulate(np.where(positive, pairs, 0.), axis=0)
+  tau = np.maximum(-1. + 2. * pairs.sum(0), 1. / n)
+  return np.where(acov[0] > 0, n / tau, float(n))
+
+
+def read(virials, size):
+  """The `Reading` of a series of virials ``(θ_t − c)·∇U_t`` of one block.
+
+  Args:
+    virials: array ``[draws]`` or ``[draws, chains]``: per draw (a step, or
+      an epoch's mean over its steps), the virial summed over the block.
+    size: ``D``, the number of coordinates of the block.
+
+  Returns:
+    `Reading`.
+  """
+  v = np.asarray(virials, np.float64) / float(size)
+  if v.ndim == 1:
+    v = v[:, None]
+  v = v.reshape(v.shape[0], -1)
+  mean, se, ess = _mean_se(v)
+  half = v.shape[0] // 2
+  (m1, s1, _), (m2, s2, _) = _mean_se(v[:half]), _mean_se(v[half:])
+  z = (m2 - m1) / np.hypot(s1, s2) if np.isfinite(np.hypot(s1, s2)) else 0.
+  return Reading(mean, se, ess, m1, m2, float(z), int(size))
+
+
+def verdict(reading, temperature=1., tolerance=TOLERANCE):
+  """``'accurate'``, ``'hot'``, ``'cold'``, ``'unsettled'`` or ``'too short'``.
+
+  ``'too short'``: fewer than `MIN_EFFECTIVE_SIZE` effective draws.
+  ``'unsettled'``: the two halves differ by more than `STATIONARITY_Z`
+  combined standard errors (no advice on a chain that is still moving).
+  ``'hot'``/``'cold'``: the ``±INTERVAL_Z·se`` interval lies wholly above
+  or below ``τ(1 ± tolerance)``.
+  """
+  if not np.isfinite(reading.temperature):
+    return 'hot'
+  if reading.effective_size < MIN_EFFECTIVE_SIZE:
+    return 'too short'
+  if abs(reading.drift_z) > STATIONARITY_Z:
+    return 'unsettled'
+  margin = INTERVAL_Z * reading.standard_error
+  if reading.temperature - margin > temperature * (1. + tolerance):
+    return 'hot'
+  if reading.temperature + margin < temperature * (1. - tolerance):
+    return 'cold'
+  return 'accurate'
+
+
+def advice(where, reading, temperature, step_name, adaptive=False,
+           gamma='none', tolerance=TOLERANCE):
+  """The warning for a `reading` judged hot, cold or unsettled (else `None`).
+
+  The factor for the step comes from the reading: the heating and the lag
+  of a moving-average metric both grow about in proportion to the step, so
+  lowering it by ``|T/τ − 1| / tolerance`` brings the reading into the band.
+
+  Args:
+    where: what was read, e.g. ``"state part 0"`` or ``"layer 'dense'"``.
+    reading: a `Reading`.
+    temperature: ``τ``.
+    step_name: ``'step_size'`` (kernels) or ``'learning_rate'`` (Keras).
+    adaptive: whether the sampler's metric adapts (a frozen metric and
+      ``gamma='corrected'`` are then the other fixes).
+    gamma: the sampler's Γ mode.
+    tolerance: relative tolerance on ``τ``.
+  """
+  judged = verdict(reading, temperature, tolerance)
+  if judged in ('accurate', 'too short'):
+    return None
+  said = ('the configurational temperature of %s reads %.3g ± %.2g (τ = %g, '
+          'from %.0f effective draws)' % (where, reading.temperature,
+                                          reading.standard_error, temperature,
+                                          reading.effective_size))
+  if judged == 'unsettled':
+    return ('%s and has not settled: the first half of the run reads %.3g, '
+            'the second %.3g (%.1f standard errors apart). The chain is '
+            'still moving; run longer or discard more burn-in before '
+            'judging it.' % (said, reading.first_half, reading.second_half,
+                             reading.drift_z))
+  factor = abs(reading.temperature / temperature - 1.) / tolerance
+  if judged == 'hot':
+    text = ('%s: the chain is wider than its target, as from a step too '
+            'large for the curvature or the gradient noise. Lower `%s` '
+            'about %.2gx, or use larger minibatches.'
+            % (said, step_name, factor))
+  else:
+    text = ('%s: the chain is narrower than its target, as from a metric '
+            'whose moving average lags the chain. Lower `%s` about %.2gx'
+            % (said, step_name, factor))
+    text += (', or freeze the metric after burn-in '
+             '(`num_adaptation_steps`).' if adaptive else '.')
+  if adaptive and gamma != 'corrected':
+    text += " With an adaptive metric, use gamma='corrected'."
+  return text

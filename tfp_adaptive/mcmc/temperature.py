@@ -1,0 +1,169 @@
+"""The configurational temperature of a kernel's chains, read from their samples (`check_temperature`).
+
+The reading and its verdict are `tfp_adaptive.core.temperature`'s; this
+module only evaluates ``∇û`` at the samples. It works after any run, of
+`tfp_adaptive.mcmc.sample` or of `tfp.mcmc.sample_chain`, costs one gradient
+per chain for each of at most `max_draws` draws, and reads in the space the
+kernel samples in: through a `tfp.mcmc.TransformedTransitionKernel`, the
+unconstrained one, where the virial identity holds for the transformed
+density (its log-Jacobian included).
+"""
+
+import warnings
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_adaptive import validation
+from tfp_adaptive.core import temperature as temperature_lib
+from tfp_adaptive.mcmc import kernel as kernel_lib
+
+__all__ = ['check_temperature']
+
+
+def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
+                      tolerance=temperature_lib.TOLERANCE):
+  """The configurational temperature of each state part, with a warning when it is off.
+
+  ``T = ⟨(θ − θ̄)·∇U(θ)⟩ / D`` over the draws, centred on the mean of all
+  draws and chains, must read the kernel's ``temperature`` for any smooth
+  target (docs, guide "Diagnostics"). Its standard error counts the
+  autocorrelation of the draws; the reading is judged only when its two
+  halves agree (`tfp_adaptive.core.temperature.verdict`).
+
+  Args:
+    kernel: the kernel that ran: ours, TFP's (`tfp.mcmc.NoUTurnSampler`,
+      `tfp.mcmc.HamiltonianMonteCarlo`, … at ``τ = 1``), or one wrapping
+      them (such as `tfp.mcmc.TransformedTransitionKernel`).
+    samples: the draws, a `Tensor` or a list of parts shaped
+      ``[draws, chains..., event...]``, as `tfp.mcmc.sample_chain` returns
+      them (after burn-in).
+    warn: issue one `UserWarning` per state part (and overall) that reads
+      hot, cold or unsettled, naming the parameter to change and by how much.
+    max_draws: int >= 4; at most this many draws, evenly spaced, are read.
+    seed: stateless seed of the minibatches of a
+      `tfp_adaptive.minibatch.MinibatchLogProb` target.
+    tolerance: relative tolerance on the temperature, default 0.1 (sds 5%
+      off).
+
+  Returns:
+    dict: ``'overall'`` and each state part's index to its
+    `tfp_adaptive.core.temperature.Reading`.
+
+  Example:
+    >>> samples = tfp.mcmc.sample_chain(2000, state, kernel=kernel,
+    ...                                 num_burnin_steps=500, trace_fn=None,
+    ...                                 seed=(0, 1))
+    >>> tfa.mcmc.check_temperature(kernel, samples)['overall'].temperature
+  """
+  validation.check_bool('warn', warn)
+  validation.check_int('max_draws', max_draws, low=4)
+  validation.check_number('tolerance', tolerance, low=0., low_open=True)
+  target, inner = _target_kernel(kernel)
+  parts = [tf.convert_to_tensor(p) for p in _as_list(samples)]
+  n = int(parts[0].shape[0])
+  keep = np.unique(np.linspace(0, n - 1, min(n, max_draws)).round().astype(int))
+  parts = _unconstrained(kernel, [tf.gather(p, keep) for p in parts])
+  virials = _virials(target, parts, seed)
+  sizes = [_event_size(p, v) for p, v in zip(parts, virials)]
+  readings = {'overall': temperature_lib.read(np.sum(virials, 0), sum(sizes))}
+  for k, (v, size) in enumerate(zip(virials, sizes)):
+    readings[k] = temperature_lib.read(v, size)
+  if warn:
+    ours = isinstance(inner, kernel_lib.AdaptiveSGMCMC)
+    params = inner.parameters
+    for key, reading in readings.items():
+      if key == 'overall' and len(parts) == 1:
+        continue
+      message = temperature_lib.advice(
+          'the whole state' if key == 'overall' else 'state part %d' % key,
+          reading, float(params.get('temperature', 1.)), 'step_size',
+          adaptive=ours and inner.preconditioner.is_adaptive and
+          inner.algorithm.num_adaptation_steps is None,
+          gamma=params.get('gamma', 'none'), tolerance=tolerance)
+      if message:
+        warnings.warn('%s: %s' % (type(inner).__name__, message))
+  return readings
+
+
+def _as_list(state):
+  return list(state) if isinstance(state, (list, tuple)) else [state]
+
+
+def _target_kernel(kernel):
+  """The target the chain samples and the kernel that holds it.
+
+  Walks wrappers down to the first kernel with a ``target_log_prob_fn``. A
+  `tfp.mcmc.TransformedTransitionKernel` runs a copy of its inner kernel
+  whose target is the transformed density; that copy (TFP's
+  ``_inner_kernel``, not the ``inner_kernel`` it was given) holds the
+  target the chain samples.
+  """
+  given = kernel
+  while kernel is not None and not hasattr(kernel, 'target_log_prob_fn'):
+    kernel = _step_in(kernel)
+  if kernel is None:
+    raise TypeError('`kernel` must have, or wrap a kernel that has, a '
+                    '`target_log_prob_fn`. Received: %r' % (given,))
+  return kernel.target_log_prob_fn, kernel
+
+
+def _step_in(kernel):
+  if isinstance(kernel, tfp.mcmc.TransformedTransitionKernel):
+    return kernel._inner_kernel  # pylint: disable=protected-access
+  return getattr(kernel, 'inner_kernel', None)
+
+
+def _unconstrained(kernel, parts):
+  """`parts` mapped into the space the target is sampled in (through transformed kernels' inverses)."""
+  while kernel is not None and not hasattr(kernel, 'target_log_prob_fn'):
+    if isinstance(kernel, tfp.mcmc.TransformedTransitionKernel):
+      bijectors = kernel.bijector
+      if isinstance(bijectors, (list, tuple)):
+        parts = [b.inverse(p) for b, p in zip(bijectors, parts)]
+      elif len(parts) == 1:
+        parts = [bijectors.inverse(parts[0])]
+      else:
+        parts = _as_list(bijectors.inverse(parts))
+    kernel = _step_in(kernel)
+  return parts
+
+
+def _virials(target_log_prob_fn, parts, seed):
+  """Per part, ``[draws, chains...]`` arrays of ``(θ − θ̄)·(−∇û)``.
+
+  ``θ̄`` is the mean over all draws and chains: the chains are independent,
+  so the bias that a centre taken from the same draws brings, about
+  ``τD/ESS``, is that of the pooled effective size (a chain's own mean
+  would bring its own, far larger one).
+  """
+  needs_seed = getattr(target_log_prob_fn, 'needs_seed', False)
+  seeds = tf.random.experimental.stateless_split(
+      tfp.random.sanitize_seed(seed), int(parts[0].shape[0]))
+
+  @tf.function(autograph=False)
+  def grads_of(draws, seeds):
+    def one(args):
+      state, s = args
+      with tf.GradientTape() as tape:
+        tape.watch(state)
+        lp = (target_log_prob_fn(*state, seed=s) if needs_seed
+              else target_log_prob_fn(*state))
+      return tape.gradient(lp, state), lp
+    return tf.map_fn(one, (draws, seeds),
+                     fn_output_signature=([tf.TensorSpec(None, p.dtype)
+                                           for p in draws], draws[0].dtype))
+  grads, lp = grads_of(parts, seeds)
+  batch_ndims = len(lp.shape) - 1
+  out = []
+  for p, g in zip(parts, grads):
+    p, g = np.asarray(p, np.float64), np.asarray(g, np.float64)
+    axes = tuple(range(1 + batch_ndims, p.ndim))
+    centred = p - p.mean(tuple(range(1 + batch_ndims)), keepdims=True)
+    out.append(-np.sum(centred * g, axis=axes))
+  return out
+
+
+def _event_size(part, virial):
+  return int(np.prod(part.shape[virial.ndim:]))
