@@ -131,8 +131,9 @@ CALIBRATION = [(tfa.keras.StepSizeCalibration, {}, name, bad)
 
 MONITOR = [(tfa.keras.SamplerMonitor, {}, name, bad) for name, bad in [
     ('burnin_epochs', ['2', 1.5, True, -1]), ('window', COUNT + [1]),
-    ('tolerance', NUMBER + [-0.1]),
-    ('min_steps', COUNT), ('validation_data', [1, (1, 2, 3)])]]
+    ('tolerance', NUMBER + [-0.1, 0.]),
+    ('min_steps', COUNT), ('validation_data', [1, (1, 2, 3)]),
+    ('batches', ['sometimes', 1])]]
 
 _MODEL = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
 L = tfa.keras.likelihoods

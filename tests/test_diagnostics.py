@@ -125,8 +125,9 @@ def _temperatures(optimizer, epochs=150, batch_size=250, burnin=75,
   tfa.keras.priors.add_gaussian_prior(model, data_size=len(x), scale=1.)
   model.compile(optimizer, 'mse', jit_compile=True,
                 steps_per_execution=full_batch_steps or 1)
-  monitor = tfa.keras.SamplerMonitor(burnin_epochs=burnin,
-                                     min_steps=min_steps)
+  monitor = tfa.keras.SamplerMonitor(
+      burnin_epochs=burnin, min_steps=min_steps,
+      batches='independent' if full_batch_steps else None)
   callbacks = [tfa.keras.SampleCollector(), monitor]
   if full_batch_steps:
     data = tf.data.Dataset.from_tensors((x, y)).repeat()

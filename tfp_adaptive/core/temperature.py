@@ -46,7 +46,7 @@ __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
 TOLERANCE = 0.1
 INTERVAL_Z = 3.
 STATIONARITY_Z = 3.
-MIN_EFFECTIVE_SIZE = 20.
+MIN_EFFECTIVE_SIZE = 10.
 
 Reading = collections.namedtuple('Reading', [
     'temperature', 'standard_error', 'effective_size', 'first_half',

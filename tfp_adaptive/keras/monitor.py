@@ -1,29 +1,31 @@
 """`SamplerMonitor`: live health checks of an SG-MCMC run in `fit`, per epoch and per layer.
 
-The check that matters is the **configurational temperature**. For any
-density ``π ∝ exp(−U/τ)`` that vanishes fast enough at infinity,
-integration by parts gives, for every constant vector ``c``,
+The check that matters is the **configurational temperature**
+(`tfp_adaptive.core.temperature`): for any density ``π ∝ exp(−U/τ)`` that
+vanishes fast enough at infinity and every constant vector ``c``,
+``E_π[(θ − c)·∇U(θ)] = τ · D``, per layer as well as overall, so
+``T = ⟨(θ − c)·∇U⟩ / D`` read along the chain must be ``τ``. The estimate
+uses the minibatch gradient the optimizer already has (``∇U = N·g``,
+unbiased given ``θ``, so no correction for the gradient noise is needed)
+and averages it over each epoch's steps. The centre ``c`` is the running
+mean of ``θ`` since burn-in ended, moved at each epoch's end (during
+burn-in, the mean of its second half): it stays in the bulk of the chain,
+which keeps the variance of ``(θ − c)·∇U`` small even for a posterior
+far narrower than its distance from the origin, and moving it between
+epochs leaves each epoch's expectation unchanged up to ``O(1/ESS)``. It
+costs two passes over the weights per step (a sum and a dot product), no
+extra gradient.
 
-``E_π[(θ − c)·∇U(θ)] = τ · D``,
-
-so ``T = ⟨(θ − c)·∇U⟩ / D`` estimated along the chain must read the
-sampling temperature ``τ``, per layer as well as overall. A sampler that
-samples another density (Γ dropped, a step too large, a metric lagging its
-moving average) moves it. The estimate uses the minibatch gradient the
-optimizer already has (``∇U = N·g``, unbiased), averages it over the
-epoch's steps, and centres it on ``c``, the mean of ``θ`` over the second
-half of burn-in (frozen afterwards, so that it does not depend on the
-states it is compared with). That leaves the expectation unchanged and
-removes most of the variance that ``θ·∇U`` has far from the origin.
-Minibatch gradient noise heats SGLD beyond ``τ`` at large steps; the
-temperature shows that too. It costs two passes over the weights per
-step (a sum and a dot product), no extra gradient.
+The per-epoch readings after burn-in are judged as the kernels' are
+(`tfp_adaptive.core.temperature.verdict`): a standard error from their
+effective sample size, a stationarity test between the two halves, and a
+warning only when the interval lies wholly outside ``τ(1 ± tolerance)``,
+naming the layer and the factor to lower the learning rate by.
 
 Also logged per epoch: the non-finite step count, the regime numbers
 ``drift_ratio``, ``gamma_ratio`` and ``lag`` (`tfp_adaptive.core.regime`;
-docs, guide "Step sizes and regimes"), warned about once when a
-post-burn-in epoch is outside their tolerances, and for diagonal metrics
-(pSGLD, Adam-SGLD) the metric's condition number ``max M / min M``.
+docs, guide "Step sizes and regimes"), and for diagonal metrics (pSGLD,
+Adam-SGLD) the metric's condition number ``max M / min M``.
 """
 
 import collections
@@ -35,6 +37,7 @@ import keras
 
 from tfp_adaptive import validation
 from tfp_adaptive.core import preconditioners
+from tfp_adaptive.core import temperature as temperature_lib
 from tfp_adaptive.core import tensors
 from tfp_adaptive.keras import ensemble as ensemble_lib
 from tfp_adaptive.keras import optimizer_base
@@ -45,7 +48,7 @@ __all__ = ['MonitorState', 'SamplerMonitor']
 
 
 class MonitorState(object):
-  """In-graph sums: ``Σ_t (θ_t − c)·∇U_t`` per variable over an epoch, ``Σ_t θ_t`` over the run.
+  """In-graph sums: ``Σ_t (θ_t − c)·∇U_t`` and ``Σ_t (h/4)∇Û_t·M∇Û_t`` per variable over an epoch, ``Σ_t θ_t`` over the run.
 
   Plain TensorFlow variables, outside the optimizer's own variables (so
   checkpoints and saved optimizers do not depend on the monitor).
@@ -59,34 +62,52 @@ class MonitorState(object):
                                   trainable=False) for v in variables]
     self.dots = tf.Variable(tf.zeros([len(variables)], tf.float64),
                             trainable=False)
+    self.reshuffle = tf.Variable(tf.zeros([len(variables)], tf.float64),
+                                 trainable=False)
     self.count = tf.Variable(tf.constant(0., tf.float64), trainable=False)
     self.total = 0.  # Steps in `theta_sum` (host side).
 
-  def accumulate(self, parts, target_grads, ok, index):
-    """Adds one step (``∇U = −∇û``); a skipped step (`ok` false) adds nothing."""
-    dots = [tf.constant(0., tf.float64)] * len(self.center)
+  def accumulate(self, parts, target_grads, drift, learning_rate, ok, index):
+    """Adds one step; a skipped step (`ok` false) adds nothing.
+
+    Args:
+      parts: the weights ``θ_t`` before the step.
+      target_grads: ``∇û = −∇U`` at ``θ_t`` (this step's minibatch).
+      drift: ``M ∇û``, the step's metric applied to it.
+      learning_rate: ``h``.
+      ok: whether the step was taken.
+      index: the variables this step updates.
+    """
+    zero = tf.constant(0., tf.float64)
+    dots, reshuffle = [zero] * len(self.center), [zero] * len(self.center)
     for i in index:
       w = tf.cast(ok, parts[i].dtype)
       centred = parts[i] - tf.convert_to_tensor(self.center[i])
       dots[i] = -tf.cast(tensors.part_event_dot(centred, target_grads[i], 0)
                          * w, tf.float64)
+      reshuffle[i] = tf.cast(0.25 * tf.cast(learning_rate, w.dtype) * w *
+                             tensors.part_event_dot(drift[i], target_grads[i],
+                                                    0), tf.float64)
       self.theta_sum[i].assign_add(w * parts[i])
     self.dots.assign_add(tf.stack(dots))
+    self.reshuffle.assign_add(tf.stack(reshuffle))
     self.count.assign_add(tf.cast(ok, tf.float64))
 
-  def read_and_reset(self, move_center=True):
-    """``(Σ dots per variable, steps)`` of the epoch; the centre becomes the mean so far.
+  def read_and_reset(self, move_center):
+    """``(Σ dots, Σ reshuffling terms per variable, steps)`` of the epoch.
 
-    With ``move_center=False`` the centre stays where it is.
+    With `move_center`, the centre becomes the mean so far.
     """
     dots, count = self.dots.numpy(), float(self.count.numpy())
+    reshuffle = self.reshuffle.numpy()
     self.total += count
     if move_center and self.total > 0:
       for c, s in zip(self.center, self.theta_sum):
         c.assign(s / self.total)
     self.dots.assign(tf.zeros_like(self.dots))
+    self.reshuffle.assign(tf.zeros_like(self.reshuffle))
     self.count.assign(0.)
-    return dots, count
+    return dots, reshuffle, count
 
   def restart_mean(self):
     """Starts the running mean afresh (at the end of burn-in)."""
@@ -96,25 +117,39 @@ class MonitorState(object):
 
 
 class SamplerMonitor(keras.callbacks.Callback):
-  """Logs the configurational temperature per layer, and warns when a run drifts.
+  """Logs the configurational temperature per layer, and warns when a run is off its target.
 
   Args:
-    burnin_epochs: epochs before the temperature is checked against ``τ``
+    burnin_epochs: epochs before the temperature is judged against ``τ``
       (it is logged from the second epoch on, the first epoch providing
       the centre).
-    window: the check waits for ``2·window`` epochs after burn-in, whose
-      temperatures it averages (their batch means give its noise).
-    tolerance: relative deviation from ``τ`` that is always tolerated (the
-      small-step bias of an exact sampler), default 0.1.
+    window: the first judgement waits for ``2·window`` epochs after
+      burn-in; later ones come at ``4·window``, ``8·window``, … epochs and
+      at the end of `fit`, each over all epochs since burn-in.
+    tolerance: relative deviation from ``τ`` that is always tolerated,
+      default 0.1 (the temperature of sds 5% off).
     min_steps: optimizer steps after burn-in before the temperature is
-      checked.
+      judged.
     validation_data: optional ``(x, y)`` or a `tf.data.Dataset` of pairs;
       the model at each epoch end joins a running ensemble scored as
       ``val_monitor_log_likelihood``.
+    batches: how each step's batch is drawn. ``'shuffled'`` (the default
+      when an epoch has more than one step: Keras' epochs, each a
+      reshuffled pass without replacement) or ``'independent'`` (full
+      batches, or draws with replacement). Within a pass, a step's batch
+      is anti-correlated with the batches that moved the weights before
+      it, which raises ``⟨(θ − c)·∇Û⟩`` by about ``(h/4)·E[e·M e]/D`` for
+      minibatch noise ``e``; with ``'shuffled'`` that is subtracted,
+      estimated by ``(h/4)·E[∇Û·M∇Û]/D``. The estimate also removes the
+      step's own Euler heating, ``(h/4)·τ·tr(M∇²U)/D``, so with
+      ``'shuffled'`` the reading omits that part, which `drift_ratio`
+      bounds.
 
   Logged (progress bar and history): ``temperature`` and
   ``temperature/<layer>``, ``num_nonfinite``, ``drift_ratio``,
   ``gamma_ratio``, ``lag``, and for diagonal metrics ``metric_condition``.
+  `readings` holds the last judgement's
+  `tfp_adaptive.core.temperature.Reading` per key.
 
   Example:
     >>> model.fit(x, y, callbacks=[tfa.keras.SampleCollector(),
@@ -122,16 +157,21 @@ class SamplerMonitor(keras.callbacks.Callback):
   """
 
   def __init__(self, burnin_epochs=2, window=5, tolerance=0.1,
-               min_steps=500, validation_data=None):
+               min_steps=500, validation_data=None, batches=None):
     super().__init__()
     self.burnin_epochs = validation.check_int('burnin_epochs', burnin_epochs,
                                               low=0)
     self.window = validation.check_int('window', window, low=2)
-    self.tolerance = validation.check_number('tolerance', tolerance, low=0.)
+    self.tolerance = validation.check_number('tolerance', tolerance, low=0.,
+                                             low_open=True)
     self.min_steps = validation.check_int('min_steps', min_steps, low=1)
     self.validation_data = ensemble_lib.check_validation_data(validation_data)
+    if batches is not None:
+      validation.check_choice('batches', batches, ('shuffled', 'independent'))
+    self.batches = batches
     self._val = None
     self.temperatures = collections.defaultdict(list)
+    self.readings = {}
     self._warned = set()
     self._state = None
     self._epochs = 0
@@ -161,12 +201,23 @@ class SamplerMonitor(keras.callbacks.Callback):
   def on_epoch_end(self, epoch, logs=None):
     logs = logs if logs is not None else {}
     opt = self.model.optimizer
-    # The centre: during the first half of burn-in the last epoch's mean,
-    # then the mean over the second half, frozen after burn-in so that it
-    # does not depend on the states it is compared with.
+    # The centre: the mean of the epochs from the second half of burn-in
+    # on, moved during burn-in and then only after `window`, 2·window,
+    # 4·window, … epochs since. Each block of epochs is thus centred on the
+    # mean of the epochs before it, at least as many as its own: close to
+    # the chain's mean, and hardly correlated with the states it centres (a
+    # centre taken from those same states would bias the reading by about
+    # 1/ESS).
     self._epochs += 1
-    dots, count = self._state.read_and_reset(
-        move_center=self._epochs <= self.burnin_epochs)
+    since = self._epochs - self.burnin_epochs
+    dots, reshuffle, count = self._state.read_and_reset(
+        move_center=since <= 0 or self._epochs == 1 or
+        (since % self.window == 0 and
+         _is_power_of_two(since // self.window)))
+    batches = self.batches or ('shuffled' if regime.is_stochastic(self.params)
+                               else 'independent')
+    if batches == 'shuffled':
+      dots = dots - reshuffle
     if 2 * self._epochs < self.burnin_epochs:
       self._state.restart_mean()
     logs['num_nonfinite'] = int(opt.num_nonfinite.numpy())
@@ -179,8 +230,8 @@ class SamplerMonitor(keras.callbacks.Callback):
       for key, value in temps.items():
         logs[key] = float(value)
         self.temperatures[key].append(float(value))
-      if self._epochs > self.burnin_epochs + 1:
-        self._check_temperatures(float(np.asarray(opt.temperature_variable)))
+      if _due(self._epochs - self.burnin_epochs - 1, self.window):
+        self._judge(opt, final=False)
     self._metric_logs(opt, logs)
     opt.regime_state.report(opt, epoch, logs,
                             check=self._epochs > max(self.burnin_epochs, 1),
@@ -192,36 +243,38 @@ class SamplerMonitor(keras.callbacks.Callback):
       logs['val_monitor_log_likelihood'] = self._running.metrics()[
           'log_likelihood']
 
-  def _check_temperatures(self, tau):
-    """Warns once per layer when the post-burn-in mean is off ``τ`` beyond its noise.
+  def on_train_end(self, logs=None):
+    if self._state is not None and self.model is not None:
+      self._judge(self.model.optimizer, final=True)
 
-    The noise is the standard error of the mean from five batch means of
-    the epochs since burn-in (the epochs are correlated); the warning needs
-    ``|mean − τ| > max(4·se, tolerance·τ)`` over at least ``2·window``
-    epochs and `min_steps` optimizer steps (so that each batch mean spans
-    many steps, longer than the chain's correlation).
+  def _judge(self, opt, final):
+    """Reads every key over the epochs since burn-in; warns once per key that is off.
+
+    A reading that has not settled is only reported at the end of `fit`
+    (before that, the chain may still be on its way).
     """
     first = max(self.burnin_epochs - 1, 0)
     if (sum(self._steps[first:]) < self.min_steps or
         len(self._steps) - first < 2 * self.window):
       return
+    tau = float(np.asarray(opt.temperature_variable))
+    adaptive = (opt.preconditioner.is_adaptive and
+                opt.algorithm.num_adaptation_steps is None)
     for key, values in self.temperatures.items():
-      since = np.array(values[first:])
+      reading = temperature_lib.read(values[first:], 1)
+      self.readings[key] = reading
       if key in self._warned:
         continue
-      batches = np.array([b.mean() for b in np.array_split(since, 5)])
-      mean, se = since.mean(), batches.std(ddof=1) / np.sqrt(5)
-      if abs(mean - tau) > max(4. * se, self.tolerance * tau):
+      judged = temperature_lib.verdict(reading, tau, self.tolerance)
+      if judged == 'unsettled' and not final:
+        continue
+      where = ('the whole model' if key == 'temperature' else
+               'layer %r' % key.split('/', 1)[1])
+      message = temperature_lib.advice(where, reading, tau, 'learning_rate',
+                                       adaptive, opt.gamma, self.tolerance)
+      if message:
         self._warned.add(key)
-        where = ('overall' if key == 'temperature' else
-                 'in layer %r' % key.split('/', 1)[1])
-        warnings.warn(
-            'SamplerMonitor: the configurational temperature %s reads %.3g '
-            '(± %.2g over %d epochs), not the sampling temperature %.3g: the '
-            'chain is not sampling its target there. Lower the learning '
-            'rate, use gamma=\'corrected\', or shorten the metric\'s moving '
-            'average (preconditioner_decay_rate).'
-            % (where, mean, se, len(since), tau))
+        warnings.warn('SamplerMonitor: %s' % message)
 
   def _metric_logs(self, opt, logs):
     pre = opt.preconditioner
@@ -232,3 +285,13 @@ class SamplerMonitor(keras.callbacks.Callback):
     largest = max(float(d.max()) for d in diag)
     smallest = min(float(d.min()) for d in diag)
     logs['metric_condition'] = largest / smallest
+
+
+def _due(since, window):
+  """Whether `since` epochs after burn-in is ``2·window``, ``4·window``, ``8·window``, …"""
+  return (since > 0 and since % window == 0 and since // window >= 2 and
+          _is_power_of_two(since // window))
+
+
+def _is_power_of_two(n):
+  return n > 0 and n & (n - 1) == 0

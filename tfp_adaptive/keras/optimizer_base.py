@@ -491,7 +491,10 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         ok = tf.identity(ok)
     new_state = tf.nest.flatten((new_pstate, new_momentum))
     if self.monitor_state is not None:
-      self.monitor_state.accumulate(parts, target_grads, ok, index)
+      self.monitor_state.accumulate(
+          parts, target_grads,
+          self.preconditioner.apply(new_pstate, target_grads, 0),
+          learning_rate, ok, index)
     if self.regime_state is not None:
       self.regime_state.accumulate(out[2], ok)
 

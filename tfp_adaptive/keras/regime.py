@@ -91,9 +91,12 @@ class RegimeState(object):
     if len(self._checked[2]) < 2:
       return
     regime = self._numbers(optimizer, self._checked[0], self._checked[1])
+    # With a `SamplerMonitor` attached, its temperature judges the bias
+    # that drift_ratio only predicts.
     messages = regime_lib.advice(regime, optimizer.hyperparameter_names,
                                  'learning_rate', optimizer.preconditioner,
-                                 stochastic)
+                                 stochastic,
+                                 drift=optimizer.monitor_state is None)
     for message in messages:
       warnings.warn('%s (epoch %d): %s' % (type(optimizer).__name__,
                                            epoch + 1, message))
