@@ -37,6 +37,7 @@ BENCHMARKS = [
     ('yu_funnel', [], 'Neal\'s funnel (Yu et al.)'),
     ('lecture_regression', [], 'Bayesian linear regression (exact posterior)'),
     ('regimes', [], 'Regimes: where the samplers are biased'),
+    ('panel', [], 'The panel: runs off their target against the warnings'),
     ('calibration', [], 'Calibrated ensembles from the documented defaults'),
     ('quality', [], 'Ensemble quality against an Adam deep ensemble'),
     ('ensemble_memory', [], 'Memory of an ensemble on disk'),

@@ -35,6 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
                               'yu_tables.md', 'yu_tables.png'],
      ['--tune', 'corrected', '--metrics', 'RMSprop']),
     ('benchmarks.regimes', ['regimes.md', 'regimes.png'], []),
+    ('benchmarks.panel', ['panel.md'], []),
     ('benchmarks.quality', ['quality.md', 'quality_band.png'], []),
     ('benchmarks.lecture_regression', ['lecture_regression.md',
                                        'lecture_batch.png', 'lecture_tau.png'],

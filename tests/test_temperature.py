@@ -107,3 +107,22 @@ def test_the_monitor_reads_a_small_model_within_ten_percent():
   assert abs(reading.temperature - emp.temperature) < (
       0.1 * emp.temperature + 3. * se), (reading, emp)
   assert not [w for w in caught if 'temperature' in str(w.message)]
+
+
+def test_a_run_heated_by_its_minibatch_noise_is_told():
+  """SGLD at h = 1e-4 on a regression with minibatches of 20 of 200: sds
+  about 11% wide (the panel), read on all the data (no minibatch noise in
+  the reading). At h = 1e-5 it is within the tolerance, and silent."""
+  from benchmarks import panel  # pylint: disable=g-import-not-at-top
+  fn, _, init = panel._regression(20)  # pylint: disable=protected-access
+  said = {}
+  for h in (1e-4, 1e-5):
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter('always')
+      tfa.mcmc.sample(tfa.mcmc.SGLD(fn, h), init, 1000,
+                      num_burnin_steps=20000, num_steps_between_results=19,
+                      seed=(3, 4), chunk_size=1000, progress=False)
+    said[h] = [str(w.message) for w in caught if 'temperature' in
+               str(w.message)]
+  assert len(said[1e-4]) == 1 and 'wider than its target' in said[1e-4][0]
+  assert not said[1e-5], said[1e-5]

@@ -88,7 +88,7 @@ def numbers(means, preconditioner, gradient_scale=1., with_gamma=False):
 
 
 def advice(regime, hyperparameters, step_name, preconditioner=None,
-           stochastic=False, drift=True):
+           stochastic=False, estimates=True):
   """Messages for each number of `regime` outside its tolerance (worst chain).
 
   Args:
@@ -100,16 +100,18 @@ def advice(regime, hyperparameters, step_name, preconditioner=None,
     preconditioner: the sampler's `Preconditioner` (its ``decay`` and
       ``min_decay_stochastic``), or `None`.
     stochastic: whether the gradients are minibatch estimates.
-    drift: whether to advise on ``drift_ratio``. Callers that read the
+    estimates: whether to advise from the numbers that predict a bias
+      (``drift_ratio``, ``lag``, ``peak_factor``). Callers that read the
       configurational temperature (`tfp_adaptive.core.temperature`), which
-      measures the bias that ``drift_ratio`` only predicts, pass `False`.
+      measures the bias itself, pass `False`; the rule on a moving average
+      too short for minibatch gradients stays.
 
   Returns:
     List of strings, empty when the run is in the regime.
   """
   worst = {k: float(np.max(v)) for k, v in regime._asdict().items()}
   out = []
-  if drift and worst['drift_ratio'] > TOLERANCES['drift_ratio']:
+  if estimates and worst['drift_ratio'] > TOLERANCES['drift_ratio']:
     factor = worst['drift_ratio'] / TOLERANCES['drift_ratio']
     out.append(
         'drift_ratio = %.3g > %g: the step is large against the target\'s '
@@ -128,6 +130,8 @@ def advice(regime, hyperparameters, step_name, preconditioner=None,
         'preconditions, which biases the drift whatever the step size. '
         'Raise `preconditioner_decay_rate` to at least %g.'
         % (decay, least, 1. - decay, least))
+  if not estimates:
+    return out
   cusp = (worst['peak_factor'] > TOLERANCES['peak_factor'] and worst['lag'] > 0
             and not stochastic and 'diagonal_bias' in hyperparameters)
   if cusp:

@@ -27,7 +27,8 @@ Properties this module relies on (docs, guide "Diagnostics"):
 
 `read` turns a series of per-draw virials into a `Reading`: the mean, a
 standard error from the series' effective sample size (autocorrelation
-counted, `effective_size`, chains pooled), and
+counted, `effective_size`; chains pooled, or averaged first when their
+gradients share a minibatch), and
 the stationarity test: the means of the first and the second half of the
 series differ by at most `STATIONARITY_Z` combined standard errors (a
 Geweke-type test). `verdict` judges a reading only once it is stationary,
@@ -61,16 +62,24 @@ stationarity test) and ``size`` (``D``).
 """
 
 
-def _mean_se(values):
-  """Mean, its standard error and effective size of ``[draws, chains]`` values."""
+def _mean_se(values, shared_noise=False):
+  """Mean, its standard error and effective size of ``[draws, chains]`` values.
+
+  The chains' errors are pooled, each from its own effective size. With
+  `shared_noise` (a minibatch gradient drawn once for all chains at a
+  draw), the chains' values at a draw are not independent, and the error
+  is that of the series of their average.
+  """
   n, chains = values.shape
-  means = values.mean(0)
+  average = values.mean(1)
   if n < 4:
-    return float(means.mean()), np.inf, float(n * chains)
+    return float(average.mean()), np.inf, float(n * chains)
   ess = np.clip(effective_size(values), 1., float(n))
-  var = values.var(0, ddof=1)
-  se = np.sqrt(np.sum(var / ess)) / chains
-  return float(means.mean()), float(se), float(ess.sum())
+  se = np.sqrt(np.sum(values.var(0, ddof=1) / ess)) / chains
+  if shared_noise:
+    ess_average = np.clip(effective_size(average[:, None])[0], 1., float(n))
+    se = max(se, np.sqrt(average.var(ddof=1) / ess_average))
+  return float(average.mean()), float(se), float(ess.sum())
 
 
 def effective_size(values):
@@ -93,13 +102,15 @@ def effective_size(values):
   return np.where(acov[0] > 0, n / tau, float(n))
 
 
-def read(virials, size):
+def read(virials, size, shared_noise=False):
   """The `Reading` of a series of virials ``(θ_t − c)·∇U_t`` of one block.
 
   Args:
     virials: array ``[draws]`` or ``[draws, chains]``: per draw (a step, or
       an epoch's mean over its steps), the virial summed over the block.
     size: ``D``, the number of coordinates of the block.
+    shared_noise: whether the chains' gradients at a draw share their
+      noise (one minibatch for all chains).
 
   Returns:
     `Reading`.
@@ -108,9 +119,10 @@ def read(virials, size):
   if v.ndim == 1:
     v = v[:, None]
   v = v.reshape(v.shape[0], -1)
-  mean, se, ess = _mean_se(v)
+  mean, se, ess = _mean_se(v, shared_noise)
   half = v.shape[0] // 2
-  (m1, s1, _), (m2, s2, _) = _mean_se(v[:half]), _mean_se(v[half:])
+  (m1, s1, _), (m2, s2, _) = (_mean_se(v[:half], shared_noise),
+                              _mean_se(v[half:], shared_noise))
   z = (m2 - m1) / np.hypot(s1, s2) if np.isfinite(np.hypot(s1, s2)) else 0.
   return Reading(mean, se, ess, m1, m2, float(z), int(size))
 

@@ -92,11 +92,11 @@ class RegimeState(object):
       return
     regime = self._numbers(optimizer, self._checked[0], self._checked[1])
     # With a `SamplerMonitor` attached, its temperature judges the bias
-    # that drift_ratio only predicts.
+    # that the regime numbers only predict.
     messages = regime_lib.advice(regime, optimizer.hyperparameter_names,
                                  'learning_rate', optimizer.preconditioner,
                                  stochastic,
-                                 drift=optimizer.monitor_state is None)
+                                 estimates=optimizer.monitor_state is None)
     for message in messages:
       warnings.warn('%s (epoch %d): %s' % (type(optimizer).__name__,
                                            epoch + 1, message))

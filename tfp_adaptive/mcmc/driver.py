@@ -127,7 +127,7 @@ def check_regime(kernel, step_norms, warn=True):
   return _regime(kernel, means, warn)[0]
 
 
-def _regime(kernel, means, warn, drift=True):
+def _regime(kernel, means, warn, estimates=True):
   """``(Regime, messages)`` from run means; warns with the messages if `warn`."""
   inner = kernel_lib.sampler_in(kernel)
   if inner is None:
@@ -138,21 +138,21 @@ def _regime(kernel, means, warn, drift=True):
       means, inner.preconditioner,
       with_gamma=inner.algorithm.tracks_metric_with_gamma(
           params.get('gamma', 'none')))
-  messages = _advice(inner, regime, drift)
+  messages = _advice(inner, regime, estimates)
   if warn:
     for message in messages:
       warnings.warn('%s: %s' % (type(inner).__name__, message))
   return regime, messages
 
 
-def _advice(kernel, regime, drift=True):
+def _advice(kernel, regime, estimates=True):
   """The warnings `regime` gets for `kernel` (ours or a wrapper of ours)."""
   inner = kernel_lib.sampler_in(kernel)
   params = inner.parameters
   stochastic = bool(getattr(params['target_log_prob_fn'], 'needs_seed',
                             False))
   return regime_lib.advice(regime, params, 'step_size', inner.preconditioner,
-                           stochastic, drift)
+                           stochastic, estimates)
 
 
 class _RegimeMeans(object):
@@ -170,12 +170,12 @@ class _RegimeMeans(object):
         a + b for a, b in zip(self.sums, values)]
     self.steps += steps
 
-  def check(self, kernel, warned, drift=True):
+  def check(self, kernel, warned, estimates=True):
     """Warns once per run when the means so far are outside the regime."""
     if warned or self.sums is None or self.steps == 0:
       return warned
     return bool(_regime(kernel, [np.mean(x) / self.steps for x in self.sums],
-                        warn=True, drift=drift)[1])
+                        warn=True, estimates=estimates)[1])
 
 
 def _find_field(results, name):
@@ -199,11 +199,12 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
   warning at the end gives how many steps were rejected, in how many
   chains, see `report_nonfinite`), for chains
   that have not moved for `stuck_steps` steps (a warning), and, for our
-  kernels, for the metric's regime (`check_regime`: a cusp, a lagging or
-  too short moving average; one warning per call). At the end the
-  samples' configurational temperature is read per state part
-  (`check_temperature`): a run that is hot, cold or still moving gets one
-  warning per part, naming the parameter to change and by how much.
+  kernels, at the end, for the samples' configurational temperature per
+  state part (`check_temperature`): a run that is hot, cold or still
+  moving gets one warning per part, naming the parameter to change and by
+  how much. The regime numbers that only predict a bias (`check_regime`)
+  are then not warned about; a moving average too short for minibatch
+  gradients still is. With ``check_temperature=False`` they all are.
 
   Args:
     kernel: a `tfp.mcmc.TransitionKernel`.
@@ -260,7 +261,8 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
       _check_finite(kernel, results, stuck_steps)
       if track is not None:
         track.add([np.sum(x, axis=0) for x in norms], n)
-        warned = track.check(kernel, warned, drift=not check_temperature)
+        warned = track.check(kernel, warned,
+                             estimates=not check_temperature)
       samples.append(chunk)
       traces.append(tr)
       state = tf.nest.map_structure(lambda x: x[-1], chunk)

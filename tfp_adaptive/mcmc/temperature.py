@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_adaptive import minibatch
 from tfp_adaptive import validation
 from tfp_adaptive.core import temperature as temperature_lib
 from tfp_adaptive.mcmc import kernel as kernel_lib
@@ -42,8 +43,10 @@ def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
     warn: issue one `UserWarning` per state part (and overall) that reads
       hot, cold or unsettled, naming the parameter to change and by how much.
     max_draws: int >= 4; at most this many draws, evenly spaced, are read.
-    seed: stateless seed of the minibatches of a
-      `tfp_adaptive.minibatch.MinibatchLogProb` target.
+    seed: stateless seed of the minibatches of a stochastic target other
+      than a `tfp_adaptive.minibatch.MinibatchLogProb`, which is read on
+      all its data (the exact gradient: no minibatch noise in the reading,
+      at the cost of a pass over the data per draw).
     tolerance: relative tolerance on the temperature, default 0.1 (sds 5%
       off).
 
@@ -65,11 +68,12 @@ def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
   n = int(parts[0].shape[0])
   keep = np.unique(np.linspace(0, n - 1, min(n, max_draws)).round().astype(int))
   parts = _unconstrained(kernel, [tf.gather(p, keep) for p in parts])
-  virials = _virials(target, parts, seed)
+  virials, shared = _virials(target, parts, seed)
   sizes = [_event_size(p, v) for p, v in zip(parts, virials)]
-  readings = {'overall': temperature_lib.read(np.sum(virials, 0), sum(sizes))}
+  readings = {'overall': temperature_lib.read(np.sum(virials, 0), sum(sizes),
+                                              shared)}
   for k, (v, size) in enumerate(zip(virials, sizes)):
-    readings[k] = temperature_lib.read(v, size)
+    readings[k] = temperature_lib.read(v, size, shared)
   if warn:
     ours = isinstance(inner, kernel_lib.AdaptiveSGMCMC)
     params = inner.parameters
@@ -131,14 +135,17 @@ def _unconstrained(kernel, parts):
 
 
 def _virials(target_log_prob_fn, parts, seed):
-  """Per part, ``[draws, chains...]`` arrays of ``(θ − θ̄)·(−∇û)``.
+  """Per part, ``[draws, chains...]`` arrays of ``(θ − θ̄)·(−∇û)``; whether their chains share a minibatch.
 
   ``θ̄`` is the mean over all draws and chains: the chains are independent,
   so the bias that a centre taken from the same draws brings, about
   ``τD/ESS``, is that of the pooled effective size (a chain's own mean
   would bring its own, far larger one).
   """
-  needs_seed = getattr(target_log_prob_fn, 'needs_seed', False)
+  # A `MinibatchLogProb` without a seed evaluates all its data: the exact
+  # gradient, and a reading free of minibatch noise.
+  needs_seed = (getattr(target_log_prob_fn, 'needs_seed', False) and
+                not isinstance(target_log_prob_fn, minibatch.MinibatchLogProb))
   seeds = tf.random.experimental.stateless_split(
       tfp.random.sanitize_seed(seed), int(parts[0].shape[0]))
 
@@ -162,7 +169,7 @@ def _virials(target_log_prob_fn, parts, seed):
     axes = tuple(range(1 + batch_ndims, p.ndim))
     centred = p - p.mean(tuple(range(1 + batch_ndims)), keepdims=True)
     out.append(-np.sum(centred * g, axis=axes))
-  return out
+  return out, needs_seed
 
 
 def _event_size(part, virial):

@@ -1,0 +1,295 @@
+"""The panel: does every run that is off its target warn, and no run that is on it?
+
+Each target has a reference for its posterior sds: exact (a correlated
+Gaussian, a Bayesian linear regression with full-batch and with minibatch
+gradients, Neal's funnel's marginals) or a NUTS run of TFP's in the same
+process (eight schools, a Bayesian logistic regression on scikit-learn's
+breast cancer data). Each sampler runs with `tfa.mcmc.sample` at the
+documented settings and at some off them, with Γ dropped, corrected, or
+with the metric frozen after burn-in. Reported per run: the largest
+relative error of the sds over the coordinates (with its Monte Carlo
+standard error), the configurational temperature
+(`tfa.mcmc.check_temperature`), every warning the run gave, and the time.
+
+A run is *biased* when its sd error exceeds the documented 5% by more than
+two standard errors, *accurate* when it is within 5% by as much, and
+*unclear* in between (the run is too short to tell). The confusion matrix
+counts them against warned/silent.
+
+    python -m benchmarks.panel [--quick]
+"""
+
+import os
+import time
+import warnings
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_adaptive as tfa
+from benchmarks import common
+from benchmarks import regimes
+
+TOLERANCE = 0.05
+CHAINS = 64
+
+
+def _gaussian_2d():
+  cov = np.array([[1., 0.8], [0.8, 1.]])
+  prec = tf.constant(np.linalg.inv(cov), tf.float32)
+
+  def log_prob(x):
+    return -0.5 * tf.einsum('...i,ij,...j->...', x, prec, x)
+  return log_prob, np.sqrt(np.diag(cov)), np.zeros([CHAINS, 2], np.float32)
+
+
+def _regression(batch_size=None):
+  fn, cov, mean = regimes._linear_regression()  # pylint: disable=protected-access
+  if batch_size is not None:
+    rng = np.random.default_rng(0)
+    n, sigma2, prior_var = 200, 0.25, 100.
+    x = np.stack([np.ones(n), rng.normal(size=n)], 1)
+    y = x @ np.array([0.5, -1.]) + rng.normal(size=n) * np.sqrt(sigma2)
+    data = (tf.constant(x, tf.float32), tf.constant(y, tf.float32))
+    fn = tfa.minibatch_log_prob(
+        lambda parts, batch: -0.5 * (batch[1] - tf.einsum(
+            'nd,...d->...n', batch[0], parts[0])) ** 2 / sigma2,
+        data, batch_size,
+        log_prior_fn=lambda parts: -0.5 * tf.reduce_sum(
+            parts[0] ** 2, -1) / prior_var)
+  init = np.tile(mean, (CHAINS, 1)).astype(np.float32)
+  return fn, np.sqrt(np.diag(cov)), init
+
+
+def _funnel():
+  """Neal's funnel, ``v ~ N(0, 1.5²)``, ``x | v ~ N(0, e^v)``: exact marginal sds."""
+  sv = 1.5
+
+  def log_prob(z):
+    v, x = z[..., 0], z[..., 1]
+    return -0.5 * v ** 2 / sv ** 2 - 0.5 * v - 0.5 * x ** 2 * tf.exp(-v)
+  sds = np.array([sv, np.sqrt(np.exp(sv ** 2 / 2.))])
+  return log_prob, sds, np.zeros([CHAINS, 2], np.float32)
+
+
+def _nuts_sds(log_prob, init, bijector=None, draws=1000):
+  kernel = tfp.mcmc.NoUTurnSampler(log_prob, step_size=0.1)
+  if bijector is not None:
+    kernel = tfp.mcmc.TransformedTransitionKernel(kernel, bijector)
+  kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(kernel, 400)
+
+  @tf.function(jit_compile=True, autograph=False)
+  def run():
+    return tfp.mcmc.sample_chain(draws, init, kernel=kernel,
+                                 num_burnin_steps=500, trace_fn=None,
+                                 seed=(1, 2))
+  return run()
+
+
+def _logistic():
+  from sklearn import datasets, preprocessing  # pylint: disable=g-import-not-at-top
+  d = datasets.load_breast_cancer()
+  x = preprocessing.StandardScaler().fit_transform(d.data)
+  x = np.concatenate([x, np.ones((len(x), 1))], 1).astype(np.float32)
+  xt, yt = tf.constant(x), tf.constant(d.target.astype(np.float32))
+
+  def log_prob(w):
+    logits = tf.einsum('nd,...d->...n', xt, w)
+    lik = -tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=tf.broadcast_to(yt, tf.shape(logits)), logits=logits), -1)
+    return lik - 0.5 * tf.reduce_sum(w ** 2, -1)
+  ref = _nuts_sds(log_prob, tf.zeros([16, x.shape[1]])).numpy()
+  sds = ref.reshape(-1, x.shape[1]).std(0)
+  return log_prob, sds, np.zeros([CHAINS, x.shape[1]], np.float32)
+
+
+def _eight_schools():
+  from tests import test_eight_schools as es  # pylint: disable=g-import-not-at-top
+  ref = es._nuts(32, 1000)  # pylint: disable=protected-access
+  sds = _unconstrained_sds(ref, es.BIJECTORS)
+  return es._log_prob, sds, es._start(CHAINS), es.BIJECTORS  # pylint: disable=protected-access
+
+
+def _unconstrained_sds(samples, bijectors):
+  parts = [b.inverse(s).numpy() for b, s in zip(bijectors, samples)]
+  flat = [p.reshape(p.shape[0] * p.shape[1], -1) for p in parts]
+  return np.concatenate(flat, 1).std(0)
+
+
+def _psgld(alpha, bias, gamma, frozen=False):
+  return lambda fn, h: tfa.mcmc.PSGLD(
+      fn, h, alpha, bias, gamma=gamma,
+      num_adaptation_steps=2000 if frozen else None)
+
+
+def _monge(alpha, gamma):
+  return lambda fn, h: tfa.mcmc.MongeSGRLD(fn, h, 1., alpha, gamma=gamma)
+
+
+SGLD = lambda fn, h: tfa.mcmc.SGLD(fn, h)
+
+
+def runs(quick):
+  """``(target, build(), [(label, factory, h, steps, thin), ...])`` rows."""
+  def pre(a, b):
+    return [('PSGLD α=%g bias=%g %s' % (a, b, g), _psgld(a, b, g, f), f)
+            for g, f in (('none', False), ('corrected', False),
+                         ('none', True))]
+  table = [
+      ('gaussian 2-D', _gaussian_2d, [
+          ('SGLD', SGLD, 0.05, 20000, 10), ('SGLD', SGLD, 0.5, 20000, 10)] + [
+              (label.replace(' none', ' frozen') if f else label, k, h,
+               20000, 10)
+              for label, k, f in pre(0.5, 0.1) for h in (0.02, 0.2)]),
+      ('regression', _regression, [
+          ('SGLD', SGLD, 4e-5, 40000, 20)] + [
+              (label.replace(' none', ' frozen') if f else label, k, h,
+               40000, 20)
+              for label, k, f in pre(0.5, 1e3) for h in (4.8e-4,)] + [
+                  ('PSGLD α=0.9 bias=0.001 corrected',
+                   _psgld(0.9, 1e-3, 'corrected'), 1.6e-5, 40000, 20)]),
+      ('regression, minibatch 20', lambda: _regression(20), [
+          ('SGLD', SGLD, 1e-5, 40000, 20), ('SGLD', SGLD, 1e-4, 40000, 20),
+          ('PSGLD α=0.99 bias=1 corrected', _psgld(0.99, 1., 'corrected'),
+           1e-4, 40000, 20)]),
+      ('funnel', _funnel, [
+          ('SGLD', SGLD, 0.05, 40000, 20),
+          ('PSGLD α=0.5 bias=0.1 corrected', _psgld(0.5, 0.1, 'corrected'),
+           0.05, 40000, 20),
+          ('Monge α=0.9 corrected', _monge(0.9, 'corrected'), 0.05, 40000,
+           20)]),
+      ('logistic, breast cancer', _logistic, [
+          ('SGLD', SGLD, 2e-3, 20000, 10), ('SGLD', SGLD, 2e-2, 20000, 10),
+          ('PSGLD α=0.5 bias=1 corrected', _psgld(0.5, 1., 'corrected'),
+           2e-3, 20000, 10)]),
+      ('eight schools', _eight_schools, [
+          ('PSGLD α=0.5 bias=0.001 corrected',
+           _psgld(0.5, 1e-3, 'corrected'), 1e-3, 40000, 20),
+          ('PSGLD α=0.5 bias=0.001 frozen',
+           _psgld(0.5, 1e-3, 'none', True), 1e-3, 40000, 20),
+          ('Monge α=0.9 corrected', _monge(0.9, 'corrected'), 0.05, 20000,
+           10),
+          ('SGLD', SGLD, 0.05, 20000, 10)]),
+  ]
+  if quick:  # That every piece runs, at one target.
+    first = table[0]
+    return [(first[0], first[1], first[2][:2] + first[2][4:6])]
+  return table
+
+
+def run_one(fn, init, bijectors, factory, h, steps, thin, quick):
+  kernel = factory(fn, h)
+  if bijectors is not None:
+    kernel = tfp.mcmc.TransformedTransitionKernel(kernel, bijectors)
+  if quick:
+    steps //= 10
+  t0 = time.time()
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    samples, _, _ = tfa.mcmc.sample(
+        kernel, init, num_results=steps // thin, num_burnin_steps=steps // 2,
+        num_steps_between_results=thin - 1, seed=(3, 4),
+        chunk_size=steps // thin, progress=False)
+  seconds = time.time() - t0
+  readings = tfa.mcmc.check_temperature(kernel, samples, warn=False)
+  said = sorted({_kind(str(w.message)) for w in caught
+                 if issubclass(w.category, UserWarning)})
+  return samples, readings['overall'], said, seconds
+
+
+KINDS = ('configurational temperature', 'non-finite', 'drift_ratio', 'lag',
+         'peak_factor', 'preconditioner_decay_rate', 'not moved')
+
+
+def _kind(message):
+  """A short name for a warning: what it is about."""
+  for kind in KINDS:
+    if kind in message:
+      return 'temperature' if kind.endswith('temperature') else kind
+  return message[:40]
+
+
+def sd_error(samples, ref_sds, bijectors=None):
+  """Largest relative sd error over the coordinates and its standard error (chain groups)."""
+  if bijectors is not None:
+    parts = [b.inverse(s).numpy() for b, s in zip(bijectors, samples)]
+  else:
+    parts = [np.asarray(s) for s in (
+        samples if isinstance(samples, (list, tuple)) else [samples])]
+  x = np.concatenate([p.reshape(p.shape[0], p.shape[1], -1) for p in parts],
+                     -1)
+  groups = np.array_split(np.arange(x.shape[1]), 8)
+  sds = np.stack([x[:, g].reshape(-1, x.shape[-1]).std(0) for g in groups])
+  rel = sds.mean(0) / ref_sds - 1.
+  se = sds.std(0, ddof=1) / np.sqrt(len(groups)) / ref_sds
+  k = int(np.argmax(np.abs(rel) - 2. * se))
+  return float(rel[k]), float(se[k])
+
+
+def classify(err, se):
+  """``'biased'`` beyond 5% by two standard errors, ``'accurate'`` within 5% by as much, else ``'unclear'``."""
+  if abs(err) - 2. * se > TOLERANCE:
+    return 'biased'
+  if abs(err) + 2. * se <= TOLERANCE:
+    return 'accurate'
+  return 'unclear'
+
+
+def sweep(quick):
+  rows = []
+  for target, build, configs in runs(quick):
+    built = build()
+    fn, ref_sds, init = built[:3]
+    bijectors = built[3] if len(built) > 3 else None
+    for label, factory, h, steps, thin in configs:
+      samples, reading, said, seconds = run_one(
+          fn, init, bijectors, factory, h, steps, thin, quick)
+      err, se = sd_error(samples, ref_sds, bijectors)
+      rows.append(dict(target=target, sampler=label, h=h, err=err, se=se,
+                       truth=classify(err, se), reading=reading,
+                       warned=bool(said), said=said, seconds=seconds))
+      print('%-24s %-34s h=%-8g sd err %+.3f ± %.3f  T = %.3f ± %.3f  %s'
+            % (target, label, h, err, se, reading.temperature,
+               reading.standard_error, ', '.join(said) or 'silent'),
+            flush=True)
+  return rows
+
+
+def confusion(rows):
+  truths = ('accurate', 'biased', 'unclear')
+  counts = {(t, w): 0 for t in truths for w in (True, False)}
+  for r in rows:
+    counts[(r['truth'], r['warned'])] += 1
+  return [[truth, str(counts[(truth, True)]), str(counts[(truth, False)])]
+          for truth in truths]
+
+
+def main():
+  args = common.parser(__doc__.splitlines()[0]).parse_args()
+  out = common.out_dir(args.out)
+  rows = sweep(args.quick)
+  table = [[r['target'], r['sampler'], '%g' % r['h'],
+            '%+.3f ± %.3f' % (r['err'], r['se']), r['truth'],
+            '%.3f ± %.3f' % (r['reading'].temperature,
+                             r['reading'].standard_error),
+            ', '.join(r['said']) or '—', '%.1f' % r['seconds']] for r in rows]
+  note = ('Command: `python -m benchmarks.panel%s`. %d chains per run, half '
+          'the steps burn-in. "sd error": the largest relative error of the '
+          'posterior sds over the coordinates (unconstrained for eight '
+          'schools), ± its standard error over 8 groups of chains; biased '
+          'when beyond 5%% by two standard errors, accurate when within 5%% '
+          'by as much, unclear between. Warnings: the names of '
+          'what `tfa.mcmc.sample` warned about.\n\nConfusion matrix '
+          '(runs):\n\n%s' % (' --quick' if args.quick else '', CHAINS,
+                             common.markdown_table(
+                                 ['', 'warned', 'silent'], confusion(rows))))
+  common.write_table(
+      os.path.join(out, 'panel.md'),
+      'The panel: runs off their target against the warnings',
+      ['target', 'sampler', 'h', 'sd error', 'truth',
+       'configurational temperature', 'warnings', 'seconds'], table, note)
+
+
+if __name__ == '__main__':
+  main()
