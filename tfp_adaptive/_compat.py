@@ -13,7 +13,22 @@ from tensorflow.python.framework import ops  # pylint: disable=g-direct-tensorfl
 from tensorflow.python.ops import control_flow_util  # pylint: disable=g-direct-tensorflow-import
 
 __all__ = ['build_from_local_batch', 'in_xla_context', 'maybe_merge_call',
-           'rank_one_logs', 'update_loss_tracker']
+           'quiet_function', 'rank_one_logs', 'update_loss_tracker']
+
+
+def quiet_function(fn, jit_compile):
+  """`tf.function` of `fn`, without TensorFlow's retracing warning.
+
+  The runners of `tfp_adaptive.mcmc` are built per kernel and traced once
+  per shape. TensorFlow counts traces by the Python code they come from,
+  so a few kernels run one after another look to it like one function
+  retraced in a loop, and it warns about a cost the user did not cause.
+  Public replacement: none (``reduce_retracing`` changes the tracing, not
+  the warning).
+  """
+  run = tf.function(fn, jit_compile=jit_compile, autograph=False)
+  run._omit_frequent_tracing_warning = True  # pylint: disable=protected-access
+  return run
 
 
 def in_xla_context():

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_adaptive import _compat
 from tfp_adaptive import validation
 from tfp_adaptive.core import regime as regime_lib
 from tfp_adaptive.mcmc import kernel as kernel_lib
@@ -298,24 +299,10 @@ def _sample_runner(kernel, trace_fn, num_steps_between_results, jit_compile):
                                  _find_field(r, 'step_norms') or ()),
           seed=chunk_seed,
           return_final_kernel_results=True)
-  return _compiled(run, jit_compile)
+  return _compat.quiet_function(run, jit_compile)
 
 
 _NOT_CALIBRATED = '.*supplied `TransitionKernel` is not calibrated'
-
-
-def _compiled(fn, jit_compile):
-  """`tf.function` of a runner, without TensorFlow's retracing warning.
-
-  Each kernel gets runners of its own, each traced once per chunk length
-  (at most three: the first chunk with its burn-in, the full chunks and the
-  last one). TensorFlow counts traces by the Python code they come from,
-  so a few kernels run one after another look to it like one function
-  retraced in a loop, and it warns about a cost the user did not cause.
-  """
-  run = tf.function(fn, jit_compile=jit_compile, autograph=False)
-  run._omit_frequent_tracing_warning = True  # pylint: disable=protected-access
-  return run
 
 
 def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
@@ -424,4 +411,4 @@ def _histogram_runner(kernel, lo, hi, nbins, num_groups, offsets, jit_compile):
          tf.zeros([num_groups * (nbins + 1)], tf.int64),
          [tf.zeros_like(state)] * 4, run_seed))
     return s, r, counts, norms
-  return _compiled(run, jit_compile)
+  return _compat.quiet_function(run, jit_compile)

@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_adaptive import _compat
 from tfp_adaptive import minibatch
 from tfp_adaptive import validation
 from tfp_adaptive.core import temperature as temperature_lib
@@ -149,7 +150,6 @@ def _virials(target_log_prob_fn, parts, seed):
   seeds = tf.random.experimental.stateless_split(
       tfp.random.sanitize_seed(seed), int(parts[0].shape[0]))
 
-  @tf.function(autograph=False)
   def grads_of(draws, seeds):
     def one(args):
       state, s = args
@@ -161,7 +161,7 @@ def _virials(target_log_prob_fn, parts, seed):
     return tf.map_fn(one, (draws, seeds),
                      fn_output_signature=([tf.TensorSpec(None, p.dtype)
                                            for p in draws], draws[0].dtype))
-  grads, lp = grads_of(parts, seeds)
+  grads, lp = _compat.quiet_function(grads_of, False)(parts, seeds)
   batch_ndims = len(lp.shape) - 1
   out = []
   for p, g in zip(parts, grads):
