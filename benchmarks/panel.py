@@ -208,9 +208,9 @@ def runs(quick):
            10),
           ('SGLD', SGLD, 0.05, 20000, 10)]),
   ]
-  if quick:  # That every piece runs, at one target.
+  if quick:  # That every piece runs, at one target: an accurate run, a biased one.
     first = table[0]
-    return [(first[0], first[1], first[2][:2] + first[2][4:6])]
+    return [(first[0], first[1], first[2][:2])]
   return table
 
 

@@ -43,7 +43,7 @@ BLOCKS = [b for b in _blocks() if b[0] not in ELSEWHERE]
 
 # Warnings a snippet exists to show: PSIS-LOO's Pareto-k diagnostic reports
 # on the user's model and data (the guide says how to read it).
-EXPECTED = {'docs/guides/diagnostics.md#2': ('Pareto distribution',),
+EXPECTED = {'docs/guides/diagnostics.md#3': ('Pareto distribution',),
             # TensorFlow's, because this test process used TensorFlow before
             # the snippet created its strategy; a script that follows the
             # guide creates it at startup.

@@ -92,11 +92,11 @@ def test_the_monitor_reads_a_small_model_within_ten_percent():
   tfa.keras.priors.add_gaussian_prior(model, data_size=n, scale=1.)
   model.compile(tfa.keras.optimizers.SGLD(1e-4, data_size=n, seed=0), 'mse',
                 jit_compile=True, steps_per_execution=20)
-  monitor = tfa.keras.SamplerMonitor(burnin_epochs=100)
-  collector = tfa.keras.SampleCollector(burnin=100, unit='epoch')
+  monitor = tfa.keras.SamplerMonitor(burnin_epochs=75)
+  collector = tfa.keras.SampleCollector(burnin=75, unit='epoch')
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
-    model.fit(x, y, batch_size=50, epochs=400, verbose=0,
+    model.fit(x, y, batch_size=50, epochs=300, verbose=0,
               callbacks=[collector, monitor])
   w = np.stack([np.concatenate([m.weights[0].ravel(), m.weights[1].ravel()])
                 for m in collector.members])
@@ -120,7 +120,7 @@ def test_a_run_heated_by_its_minibatch_noise_is_told():
     with warnings.catch_warnings(record=True) as caught:
       warnings.simplefilter('always')
       tfa.mcmc.sample(tfa.mcmc.SGLD(fn, h), init, 1000,
-                      num_burnin_steps=20000, num_steps_between_results=19,
+                      num_burnin_steps=5000, num_steps_between_results=19,
                       seed=(3, 4), chunk_size=1000, progress=False)
     said[h] = [str(w.message) for w in caught if 'temperature' in
                str(w.message)]
