@@ -6,16 +6,18 @@ sides sample the posterior of the MLP 784-400-400-10 (softmax likelihood,
 random images, each in one compiled loop of steps (`jax.lax.scan`; our
 kernels in an XLA-compiled `tf.while_loop`), on the same CPU cores:
 
-- BlackJAX ``sgld`` and ``sghmc`` (10 leapfrog steps per call; reported per
-  gradient evaluation);
-- our `SGLD`, Γ-free `PSGLD`, and corrected `PSGLD` (which no peer has);
+- BlackJAX ``sgld``, ``sghmc`` (10 leapfrog steps per call; reported per
+  gradient evaluation) and ``sgnht``;
+- our `SGLD`, `SGHMC`, `SGNHT`, Γ-free `PSGLD`, and corrected `PSGLD`
+  (which no peer has);
 - our Keras `SGLD` optimizer in `model.fit` (`jit_compile=True`), with
   Gaussian and with Rademacher noise, beside Keras' plain `SGD` (no noise)
   on the same model: the floor of a Keras step.
 
 Each configuration's time per step is the best of several rounds, the
-rounds interleaved. Goals: our SGLD ≤ 1.0× BlackJAX's, corrected PSGLD ≤
-2× BlackJAX SGLD.
+rounds interleaved. Goals: our SGLD ≤ 1.0× BlackJAX's, our SGHMC and SGNHT
+per gradient ≤ 1.0× BlackJAX's sghmc and sgnht, corrected PSGLD ≤ 2×
+BlackJAX SGLD.
 
 Needs ``pip install -e '.[peers]'`` (jax, blackjax).
 
@@ -76,23 +78,26 @@ def blackjax_steps(steps):
   batch = (jnp.asarray(x), jnp.asarray(y))
   sgld = blackjax.sgld(grad)
   sghmc = blackjax.sghmc(grad, num_integration_steps=10)
+  sgnht = blackjax.sgnht(grad)
+  key = jax.random.PRNGKey(0)
 
   def runner(step, per_call):
     @jax.jit
-    def run(position, key):
-      def body(pos, k):
-        return step(k, pos, batch, 1e-6), None
+    def run(carry, key):
+      def body(c, k):
+        return step(k, c, batch, 1e-6), None
       keys = jax.random.split(key, steps // per_call)
-      return jax.lax.scan(body, position, keys)[0]
+      return jax.lax.scan(body, carry, keys)[0]
     return run
 
-  runs = {'BlackJAX sgld': (runner(sgld.step, 1), 1),
-          'BlackJAX sghmc (per gradient)': (runner(sghmc.step, 10), 10)}
-  key = jax.random.PRNGKey(0)
-  for run, _ in runs.values():  # Compile and warm up.
-    jax.block_until_ready(run(params, key))
-  return {name: (lambda run=run: jax.block_until_ready(run(params, key)))
-          for name, (run, _) in runs.items()}
+  # (runner, its starting carry): a position, or SGNHT's state.
+  runs = {'BlackJAX sgld': (runner(sgld.step, 1), params),
+          'BlackJAX sghmc (per gradient)': (runner(sghmc.step, 10), params),
+          'BlackJAX sgnht': (runner(sgnht.step, 1), sgnht.init(params, key))}
+  for run, carry in runs.values():  # Compile and warm up.
+    jax.block_until_ready(run(carry, key))
+  return {name: (lambda run=run, carry=carry: jax.block_until_ready(
+      run(carry, key))) for name, (run, carry) in runs.items()}
 
 
 def ours_steps(steps):
@@ -115,6 +120,8 @@ def ours_steps(steps):
 
   kernels = {
       'ours SGLD (kernel)': tfa.mcmc.SGLD(log_prob, 1e-6),
+      'ours SGHMC (kernel)': tfa.mcmc.SGHMC(log_prob, 1e-6, friction=0.01),
+      'ours SGNHT (kernel)': tfa.mcmc.SGNHT(log_prob, 1e-6, diffusion=0.01),
       'ours PSGLD none (kernel)': tfa.mcmc.PSGLD(log_prob, 1e-6, gamma='none'),
       'ours PSGLD corrected (kernel)': tfa.mcmc.PSGLD(log_prob, 1e-6),
   }
@@ -185,7 +192,10 @@ def main():
   best = measure(args.quick)
   ref = best['BlackJAX sgld']
   sgd = best['Keras SGD (fit), no noise']
+  twins = {'ours SGHMC (kernel)': 'BlackJAX sghmc (per gradient)',
+           'ours SGNHT (kernel)': 'BlackJAX sgnht'}
   rows = [[name, '%.3f ms' % (1e3 * t), '%.2f' % (t / ref),
+           '%.2f' % (t / best[twins[name]]) if name in twins else '',
            '%.2f' % (t / sgd) if 'fit' in name else '']
           for name, t in best.items()]
   import jax  # pylint: disable=g-import-not-at-top
@@ -195,11 +205,13 @@ def main():
       'Time per SG-MCMC step against BlackJAX (%s)'
       % ('quick' if args.quick else 'full'),
       ['configuration', 'time / step', '× BlackJAX sgld',
-       '× Keras SGD (fit)'], rows,
+       '× its BlackJAX twin', '× Keras SGD (fit)'], rows,
       'MLP 784-400-400-10, fixed minibatch of 100, N = 60000; JAX %s, '
       'BlackJAX %s; best of interleaved rounds. Goals: our SGLD ≤ 1.0× '
-      'BlackJAX sgld, corrected PSGLD ≤ 2×; Rademacher SGLD ≤ 1.1× Keras '
-      'SGD.' % (jax.__version__, blackjax.__version__))
+      'BlackJAX sgld, our SGHMC and SGNHT ≤ 1.0× their BlackJAX twins (per '
+      'gradient; friction and thermostat 0.01 on both sides), corrected '
+      'PSGLD ≤ 2×; Rademacher SGLD ≤ 1.1× Keras SGD.'
+      % (jax.__version__, blackjax.__version__))
 
 
 if __name__ == '__main__':
