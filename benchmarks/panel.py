@@ -115,14 +115,14 @@ def _logistic():
     lik = -tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(
         labels=tf.broadcast_to(yt, tf.shape(logits)), logits=logits), -1)
     return lik - 0.5 * tf.reduce_sum(w ** 2, -1)
-  ref = _nuts_sds(log_prob, tf.zeros([16, x.shape[1]])).numpy()
+  ref = _nuts_sds(log_prob, tf.zeros([64, x.shape[1]])).numpy()
   return log_prob, _group_sds(ref), np.zeros([CHAINS, x.shape[1]],
                                              np.float32)
 
 
 def _eight_schools():
   from tests import test_eight_schools as es  # pylint: disable=g-import-not-at-top
-  ref = es._nuts(32, 1000)  # pylint: disable=protected-access
+  ref = es._nuts(64, 2000)  # pylint: disable=protected-access
   return (es._log_prob, _group_sds(_flat(ref, es.BIJECTORS)),  # pylint: disable=protected-access
           es._start(CHAINS), es.BIJECTORS)  # pylint: disable=protected-access
 
@@ -180,7 +180,7 @@ def runs(quick):
       ('regression, minibatch 20', lambda: _regression(20), [
           ('SGLD', SGLD, 1e-5, 40000, 20), ('SGLD', SGLD, 1e-4, 40000, 20),
           ('PSGLD α=0.99 bias=1 corrected', _psgld(0.99, 1., 'corrected'),
-           1e-4, 40000, 20)]),
+           1e-4, 120000, 60)]),
       ('funnel', _funnel, [
           ('SGLD', SGLD, 0.05, 40000, 20),
           ('PSGLD α=0.5 bias=0.1 corrected', _psgld(0.5, 0.1, 'corrected'),
@@ -188,22 +188,22 @@ def runs(quick):
           ('Monge α=0.9 corrected', _monge(0.9, 'corrected'), 0.05, 40000,
            20)]),
       ('funnel, noisy ĝ (Yu et al.)', _yu_funnel, [
-          ('SGLD', SGLD, 1e-3, 40000, 20)] + [
+          ('SGLD', SGLD, 1e-3, 160000, 80)] + [
               ('RMSprop α=0.995 bias=0 %s' % g, _psgld(0.995, 0., g), 2.5e-3,
-               40000, 20) for g in ('none', 'corrected')] + [
+               160000, 80) for g in ('none', 'corrected')] + [
                    ('Shampoo α=0.9995 ε=1e-6 %s' % g,
                     lambda fn, h, g=g: tfa.mcmc.ShampooSGRLD(
-                        fn, h, 0.9995, 1e-6, 1, gamma=g), 3e-3, 40000, 20)
+                        fn, h, 0.9995, 1e-6, 1, gamma=g), 3e-3, 160000, 80)
                    for g in ('none', 'corrected')]),
       ('logistic, breast cancer', _logistic, [
-          ('SGLD', SGLD, 2e-3, 20000, 10), ('SGLD', SGLD, 2e-2, 20000, 10),
+          ('SGLD', SGLD, 2e-3, 60000, 30), ('SGLD', SGLD, 2e-2, 60000, 30),
           ('PSGLD α=0.5 bias=1 corrected', _psgld(0.5, 1., 'corrected'),
-           2e-3, 20000, 10)]),
+           2e-3, 60000, 30)]),
       ('eight schools', _eight_schools, [
           ('PSGLD α=0.5 bias=0.001 corrected',
-           _psgld(0.5, 1e-3, 'corrected'), 1e-3, 40000, 20),
+           _psgld(0.5, 1e-3, 'corrected'), 1e-3, 120000, 60),
           ('PSGLD α=0.5 bias=0.001 frozen',
-           _psgld(0.5, 1e-3, 'none', True), 1e-3, 40000, 20),
+           _psgld(0.5, 1e-3, 'none', True), 1e-3, 120000, 60),
           ('Monge α=0.9 corrected', _monge(0.9, 'corrected'), 0.05, 20000,
            10),
           ('SGLD', SGLD, 0.05, 20000, 10)]),
