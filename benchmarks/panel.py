@@ -191,6 +191,8 @@ def runs(quick):
           ('SGLD', SGLD, 1e-3, 160000, 80)] + [
               ('RMSprop α=0.995 bias=0 %s' % g, _psgld(0.995, 0., g), 2.5e-3,
                160000, 80) for g in ('none', 'corrected')] + [
+                   ('RMSprop α=0.9 bias=0 corrected',
+                    _psgld(0.9, 0., 'corrected'), 2.5e-3, 160000, 80)] + [
                    ('Shampoo α=0.9995 ε=1e-6 %s' % g,
                     lambda fn, h, g=g: tfa.mcmc.ShampooSGRLD(
                         fn, h, 0.9995, 1e-6, 1, gamma=g), 3e-3, 160000, 80)
