@@ -30,6 +30,7 @@ import tensorflow_probability as tfp
 import tfp_adaptive as tfa
 from benchmarks import common
 from benchmarks import regimes
+from tfp_adaptive.mcmc import kernel as kernel_lib
 
 TOLERANCE = 0.05
 CHAINS = 64
@@ -51,18 +52,14 @@ def _gaussian_2d():
 
 def _regression(batch_size=None):
   fn, cov, mean = regimes._linear_regression()  # pylint: disable=protected-access
-  if batch_size is not None:
-    rng = np.random.default_rng(0)
-    n, sigma2, prior_var = 200, 0.25, 100.
-    x = np.stack([np.ones(n), rng.normal(size=n)], 1)
-    y = x @ np.array([0.5, -1.]) + rng.normal(size=n) * np.sqrt(sigma2)
-    data = (tf.constant(x, tf.float32), tf.constant(y, tf.float32))
+  if batch_size is not None:  # The same data and prior, in minibatches.
+    data = tuple(tf.constant(a, tf.float32) for a in regimes.regression_data())
     fn = tfa.minibatch_log_prob(
         lambda parts, batch: -0.5 * (batch[1] - tf.einsum(
-            'nd,...d->...n', batch[0], parts[0])) ** 2 / sigma2,
+            'nd,...d->...n', batch[0], parts[0])) ** 2 / regimes.SIGMA2,
         data, batch_size,
         log_prior_fn=lambda parts: -0.5 * tf.reduce_sum(
-            parts[0] ** 2, -1) / prior_var)
+            parts[0] ** 2, -1) / regimes.PRIOR_VAR)
   init = np.tile(mean, (CHAINS, 1)).astype(np.float32)
   return fn, _exact(np.sqrt(np.diag(cov))), init
 
@@ -132,8 +129,7 @@ def _flat(samples, bijectors=None):
   if bijectors is not None:
     parts = [b.inverse(s).numpy() for b, s in zip(bijectors, samples)]
   else:
-    parts = [np.asarray(s) for s in (
-        samples if isinstance(samples, (list, tuple)) else [samples])]
+    parts = [np.asarray(s) for s in kernel_lib.as_list(samples)]
   return np.concatenate([p.reshape(p.shape[0], p.shape[1], -1)
                          for p in parts], -1)
 

@@ -90,12 +90,21 @@ def _gaussian_1d(noise_sd):
   return log_prob, np.eye(1)
 
 
-def _linear_regression():
+SIGMA2, PRIOR_VAR = 0.25, 100.
+
+
+def regression_data():
+  """``(x, y)`` of the Bayesian linear regression: 200 points, an intercept and one slope."""
   rng = np.random.default_rng(0)
   n = 200
   x = np.stack([np.ones(n), rng.normal(size=n)], 1)
-  sigma2, prior_var = 0.25, 100.
-  y = x @ np.array([0.5, -1.]) + rng.normal(size=n) * np.sqrt(sigma2)
+  y = x @ np.array([0.5, -1.]) + rng.normal(size=n) * np.sqrt(SIGMA2)
+  return x, y
+
+
+def _linear_regression():
+  x, y = regression_data()
+  sigma2, prior_var = SIGMA2, PRIOR_VAR
   prec = x.T @ x / sigma2 + np.eye(2) / prior_var
   cov = np.linalg.inv(prec)
   mean = cov @ (x.T @ y / sigma2)

@@ -102,6 +102,12 @@ class Algorithm(object):
       return None
     return tf.less(step, self.num_adaptation_steps)
 
+  @property
+  def adapts_throughout(self):
+    """Whether the metric is a moving average that adapts at every step (never frozen)."""
+    return (self.preconditioner.is_adaptive and
+            self.num_adaptation_steps is None)
+
   def tracks_metric_with_gamma(self, gamma):
     """Whether a run in Γ mode `gamma` corrects a moving-average metric that follows the chain.
 
@@ -109,8 +115,7 @@ class Algorithm(object):
     frozen: then the lag of the moving average behind the chain biases
     the corrected Γ (`tfp_adaptive.core.regime`).
     """
-    return (gamma != 'none' and self.preconditioner.is_adaptive and
-            self.num_adaptation_steps is None)
+    return gamma != 'none' and self.adapts_throughout
 
   def update_metric(self, state, grads, step, batch_ndims):
     """The metric state after this step's gradient (unchanged once frozen)."""

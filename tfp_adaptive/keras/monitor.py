@@ -7,14 +7,17 @@ vanishes fast enough at infinity and every constant vector ``c``,
 ``T = ⟨(θ − c)·∇U⟩ / D`` read along the chain must be ``τ``. The estimate
 uses the minibatch gradient the optimizer already has (``∇U = N·g``,
 unbiased given ``θ``, so no correction for the gradient noise is needed)
-and averages it over each epoch's steps. The centre ``c`` is the running
-mean of ``θ`` since burn-in ended, moved at each epoch's end (during
-burn-in, the mean of its second half): it stays in the bulk of the chain,
-which keeps the variance of ``(θ − c)·∇U`` small even for a posterior
-far narrower than its distance from the origin, and moving it between
-epochs leaves each epoch's expectation unchanged up to ``O(1/ESS)``. It
-costs two passes over the weights per step (a sum and a dot product), no
-extra gradient.
+and averages it over each epoch's steps. The centre ``c`` is the mean of
+``θ`` over the epochs from the second half of burn-in on, moved during
+burn-in and then only after ``window``, ``2·window``, ``4·window``, …
+epochs: each block of epochs is centred on the epochs before it. That
+keeps ``c`` in the bulk of the chain, so the variance of ``(θ − c)·∇U``
+stays small even for a posterior far narrower than its distance from the
+origin, while ``c`` hardly depends on the states it centres. With Keras'
+reshuffled minibatches the raw average is biased upwards, and the monitor
+subtracts an estimate (`SamplerMonitor`'s ``batches``). Per step it costs
+a sum and two dot products over the weights and the metric applied once
+more to the gradient, no extra gradient.
 
 The per-epoch readings after burn-in are judged as the kernels' are
 (`tfp_adaptive.core.temperature.verdict`): a standard error from their
@@ -110,7 +113,7 @@ class MonitorState(object):
     return dots, reshuffle, count
 
   def restart_mean(self):
-    """Starts the running mean afresh (at the end of burn-in)."""
+    """Starts the running mean afresh (each epoch of the first half of burn-in)."""
     for s in self.theta_sum:
       s.assign(tf.zeros_like(s))
     self.total = 0.
@@ -212,8 +215,7 @@ class SamplerMonitor(keras.callbacks.Callback):
     since = self._epochs - self.burnin_epochs
     dots, reshuffle, count = self._state.read_and_reset(
         move_center=since <= 0 or self._epochs == 1 or
-        (since % self.window == 0 and
-         _is_power_of_two(since // self.window)))
+        _block_end(since, self.window))
     batches = self.batches or ('shuffled' if regime.is_stochastic(self.params)
                                else 'independent')
     if batches == 'shuffled':
@@ -258,8 +260,6 @@ class SamplerMonitor(keras.callbacks.Callback):
         len(self._steps) - first < 2 * self.window):
       return
     tau = float(np.asarray(opt.temperature_variable))
-    adaptive = (opt.preconditioner.is_adaptive and
-                opt.algorithm.num_adaptation_steps is None)
     for key, values in self.temperatures.items():
       reading = temperature_lib.read(values[first:], 1)
       self.readings[key] = reading
@@ -270,8 +270,9 @@ class SamplerMonitor(keras.callbacks.Callback):
         continue
       where = ('the whole model' if key == 'temperature' else
                'layer %r' % key.split('/', 1)[1])
-      message = temperature_lib.advice(where, reading, tau, 'learning_rate',
-                                       adaptive, opt.gamma, self.tolerance)
+      message = temperature_lib.advice(
+          where, reading, tau, 'learning_rate',
+          opt.algorithm.adapts_throughout, opt.gamma, self.tolerance)
       if message:
         self._warned.add(key)
         warnings.warn('SamplerMonitor: %s' % message)
@@ -287,11 +288,12 @@ class SamplerMonitor(keras.callbacks.Callback):
     logs['metric_condition'] = largest / smallest
 
 
+def _block_end(since, window):
+  """Whether `since` epochs after burn-in is ``window``, ``2·window``, ``4·window``, …"""
+  blocks, rest = divmod(since, window)
+  return since > 0 and rest == 0 and blocks & (blocks - 1) == 0
+
+
 def _due(since, window):
   """Whether `since` epochs after burn-in is ``2·window``, ``4·window``, ``8·window``, …"""
-  return (since > 0 and since % window == 0 and since // window >= 2 and
-          _is_power_of_two(since // window))
-
-
-def _is_power_of_two(n):
-  return n > 0 and n & (n - 1) == 0
+  return since >= 2 * window and _block_end(since, window)

@@ -12,7 +12,7 @@ from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.core import tensors
 
 __all__ = ['AdaptiveSGMCMC', 'AdaptiveSGMCMCKernelResults', 'NONFINITE_POLICIES',
-           'sampler_in']
+           'as_list', 'sampler_in']
 
 NONFINITE_POLICIES = ('reject', 'reject_at_proposal', 'raise', 'ignore')
 
@@ -60,7 +60,8 @@ def sampler_in(kernel):
   return kernel
 
 
-def _as_list(state):
+def as_list(state):
+  """The parts of a state: a list of it if it is a list or tuple, else ``[state]``."""
   return list(state) if isinstance(state, (list, tuple)) else [state]
 
 
@@ -168,7 +169,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
 
   def bootstrap_results(self, init_state):
     with tf.name_scope(self.name + '.bootstrap_results'):
-      parts = [tf.convert_to_tensor(p) for p in _as_list(init_state)]
+      parts = [tf.convert_to_tensor(p) for p in as_list(init_state)]
       for i, p in enumerate(parts):
         if not p.dtype.is_floating:
           raise TypeError('`current_state` part %d must be floating point. '
@@ -206,7 +207,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
       prev = previous_kernel_results
       seed = tfp.random.sanitize_seed(seed, salt='AdaptiveSGMCMC')
       batch_seed, gamma_seed, noise_seed = tfp.random.split_seed(seed, n=3)
-      parts = [tf.convert_to_tensor(x) for x in _as_list(current_state)]
+      parts = [tf.convert_to_tensor(x) for x in as_list(current_state)]
       batch_ndims = prev.target_log_prob.shape.rank
       fn = lambda xs: self._log_prob(xs, batch_seed)
       lp, grads, pstate, gamma = gamma_lib.gradient_and_gamma(

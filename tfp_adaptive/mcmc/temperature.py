@@ -64,12 +64,11 @@ def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
   validation.check_bool('warn', warn)
   validation.check_int('max_draws', max_draws, low=4)
   validation.check_number('tolerance', tolerance, low=0., low_open=True)
-  target, inner = _target_kernel(kernel)
-  parts = [tf.convert_to_tensor(p) for p in _as_list(samples)]
+  parts = [tf.convert_to_tensor(p) for p in kernel_lib.as_list(samples)]
   n = int(parts[0].shape[0])
   keep = np.unique(np.linspace(0, n - 1, min(n, max_draws)).round().astype(int))
-  parts = _unconstrained(kernel, [tf.gather(p, keep) for p in parts])
-  virials, shared = _virials(target, parts, seed)
+  inner, parts = _sampled_space(kernel, [tf.gather(p, keep) for p in parts])
+  virials, shared = _virials(inner.target_log_prob_fn, parts, seed)
   sizes = [_event_size(p, v) for p, v in zip(parts, virials)]
   readings = {'overall': temperature_lib.read(np.sum(virials, 0), sum(sizes),
                                               shared)}
@@ -84,44 +83,23 @@ def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
       message = temperature_lib.advice(
           'the whole state' if key == 'overall' else 'state part %d' % key,
           reading, float(params.get('temperature', 1.)), 'step_size',
-          adaptive=ours and inner.preconditioner.is_adaptive and
-          inner.algorithm.num_adaptation_steps is None,
+          adaptive=ours and inner.algorithm.adapts_throughout,
           gamma=params.get('gamma', 'none'), tolerance=tolerance)
       if message:
         warnings.warn('%s: %s' % (type(inner).__name__, message))
   return readings
 
 
-def _as_list(state):
-  return list(state) if isinstance(state, (list, tuple)) else [state]
+def _sampled_space(kernel, parts):
+  """The kernel that holds the sampled target, and `parts` mapped into its space.
 
-
-def _target_kernel(kernel):
-  """The target the chain samples and the kernel that holds it.
-
-  Walks wrappers down to the first kernel with a ``target_log_prob_fn``. A
-  `tfp.mcmc.TransformedTransitionKernel` runs a copy of its inner kernel
-  whose target is the transformed density; that copy (TFP's
-  ``_inner_kernel``, not the ``inner_kernel`` it was given) holds the
-  target the chain samples.
+  Walks wrappers down to the first kernel with a ``target_log_prob_fn``,
+  through each `tfp.mcmc.TransformedTransitionKernel`'s inverse. Such a
+  kernel runs a copy of its inner kernel whose target is the transformed
+  density; that copy (TFP's ``_inner_kernel``, not the ``inner_kernel`` it
+  was given) holds the target the chain samples.
   """
   given = kernel
-  while kernel is not None and not hasattr(kernel, 'target_log_prob_fn'):
-    kernel = _step_in(kernel)
-  if kernel is None:
-    raise TypeError('`kernel` must have, or wrap a kernel that has, a '
-                    '`target_log_prob_fn`. Received: %r' % (given,))
-  return kernel.target_log_prob_fn, kernel
-
-
-def _step_in(kernel):
-  if isinstance(kernel, tfp.mcmc.TransformedTransitionKernel):
-    return kernel._inner_kernel  # pylint: disable=protected-access
-  return getattr(kernel, 'inner_kernel', None)
-
-
-def _unconstrained(kernel, parts):
-  """`parts` mapped into the space the target is sampled in (through transformed kernels' inverses)."""
   while kernel is not None and not hasattr(kernel, 'target_log_prob_fn'):
     if isinstance(kernel, tfp.mcmc.TransformedTransitionKernel):
       bijectors = kernel.bijector
@@ -130,9 +108,14 @@ def _unconstrained(kernel, parts):
       elif len(parts) == 1:
         parts = [bijectors.inverse(parts[0])]
       else:
-        parts = _as_list(bijectors.inverse(parts))
-    kernel = _step_in(kernel)
-  return parts
+        parts = kernel_lib.as_list(bijectors.inverse(parts))
+      kernel = kernel._inner_kernel  # pylint: disable=protected-access
+    else:
+      kernel = getattr(kernel, 'inner_kernel', None)
+  if kernel is None:
+    raise TypeError('`kernel` must have, or wrap a kernel that has, a '
+                    '`target_log_prob_fn`. Received: %r' % (given,))
+  return kernel, parts
 
 
 def _virials(target_log_prob_fn, parts, seed):
