@@ -29,6 +29,8 @@ BOOL = ['False', 'True', 0, 1, None]
 SEED = ['1', -1, 2 ** 31, 2 ** 40, 1.5]
 NOISE = ['normal', 'Gaussian', None, 1]
 ADAPTATION = ['10', 10.5, True, 0, -3]  # None: adapt throughout.
+# A metric's friction: None is Langevin dynamics.
+FRICTION = ['0.1', True, float('nan'), float('inf'), [0.1], 0., -1., 1.5]
 
 
 def _takes(cls, name):
@@ -48,6 +50,8 @@ def _kernel_rows(cls, own):
              (cls, base, 'gamma_probability', POSITIVE + [1.5])]
   if _takes(cls, 'num_adaptation_steps'):
     rows.append((cls, base, 'num_adaptation_steps', ADAPTATION))
+    if _takes(cls, 'friction'):
+      rows.append((cls, base, 'friction', FRICTION))
   rows += [(cls, base, name, bad) for name, bad in own]
   return rows
 
@@ -90,6 +94,8 @@ def _optimizer_rows(cls, own):
              (cls, base, 'gamma_probability', POSITIVE + [2.])]
   if _takes(cls, 'num_adaptation_steps'):
     rows.append((cls, base, 'num_adaptation_steps', ADAPTATION))
+    if _takes(cls, 'friction'):
+      rows.append((cls, base, 'friction', FRICTION))
   return rows + [(cls, base, name, bad) for name, bad in own]
 
 

@@ -192,6 +192,29 @@ def test_model_save_and_load_keep_sampler_state(tmp_path, opt_cls):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
+@pytest.mark.parametrize('opt_cls,mode', [
+    (opt_lib.PSGLD, 'xla'), (opt_lib.MongeSGRLD, 'eager'),
+    (opt_lib.ShampooSGRLD, 'graph'), (opt_lib.WenzelSGLD, 'xla')],
+                         ids=lambda c: getattr(c, '__name__', c))
+def test_preconditioned_sghmc_fits_with_gamma_and_saves_its_velocity(
+    tmp_path, opt_cls, mode):
+  """A metric with a friction: the corrected Γ of ``M^{1/2}`` in `fit`, the velocity a saved slot."""
+  extra = dict(_EXTRA.get(opt_cls.__name__, {}), friction=0.1)
+  model, opt = _fit(opt_cls, mode, **extra)
+  assert opt.gamma == 'corrected' and opt.needs_gamma
+  assert int(opt.num_nonfinite.numpy()) == 0
+  assert all(np.all(np.isfinite(w)) for w in model.get_weights())
+  _, velocity = opt.sampler_state()
+  assert any(float(np.abs(v).max()) > 0. for v in velocity)
+  path = os.path.join(tmp_path, 'm.keras')
+  model.save(path)
+  loaded = keras.models.load_model(path)
+  assert loaded.optimizer.get_config() == opt.get_config()
+  assert loaded.optimizer.get_config()['friction'] == 0.1
+  for a, b in zip(opt.variables, loaded.optimizer.variables):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
 @pytest.mark.parametrize('kwargs,name', [
     (dict(learning_rate=-1.), 'learning_rate'),
     (dict(preconditioner_decay_rate=1.), 'preconditioner_decay_rate'),

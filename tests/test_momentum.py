@@ -55,6 +55,47 @@ def test_friction_one_is_sgld_in_keras():
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
+METRICS = {
+    'PSGLD': dict(preconditioner_decay_rate=0.9, diagonal_bias=0.1),
+    'WenzelSGLD': dict(update_interval=2),
+    'MongeSGRLD': dict(alpha2=0.5),
+    'ShampooSGRLD': dict(epsilon=0.1),
+}
+
+
+@pytest.mark.parametrize('name', sorted(METRICS))
+def test_friction_one_without_gamma_is_the_langevin_sampler(name):
+  """``v' = (h/2) S ∇û + sqrt(h τ) ξ``, ``θ' = θ + S v'``: the Langevin step, for every metric."""
+  target = lambda x, y: -0.5 * tf.reduce_sum(x**2, -1) - 0.3 * y**2
+  cls = getattr(tfa.mcmc, name)
+  run = lambda k: tfa.mcmc.sample(k, [tf.ones([4, 3]), tf.ones([4])],
+                                  num_results=15, seed=(3, 4), progress=False,
+                                  check_temperature=False)[0]
+  out = [run(cls(target, 0.2, gamma='none', friction=f, **METRICS[name]))
+         for f in (1., None)]
+  for a, b in zip(*out):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize('name', sorted(METRICS))
+def test_friction_one_without_gamma_is_the_langevin_optimizer(name):
+  x = np.random.default_rng(0).normal(size=(8, 3)).astype('float32')
+  y = x.sum(1, keepdims=True)
+  cls = getattr(tfa.keras.optimizers, name)
+  weights = []
+  for friction in (1., None):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2),
+                              keras.layers.Dense(1)])
+    model.compile(cls(1e-3, data_size=8, seed=2, gamma='none',
+                      friction=friction, **METRICS[name]), 'mse',
+                  jit_compile=True)
+    model.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0)
+    weights.append(model.get_weights())
+  for a, b in zip(*weights):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.statistical
 @pytest.mark.parametrize('h, friction, tau', [
     (1.2, 0.5, 1.), (0.8, 0.5, 0.5), (0.02, 0.1, 1.)])
@@ -105,6 +146,10 @@ def test_bad_friction_and_gradient_noise_are_named():
     tfa.mcmc.SGHMC(lambda x: -x**2, step_size=0.1, friction=0.)
   with pytest.raises(ValueError, match='friction'):
     tfa.keras.optimizers.SGHMC(1e-3, friction=1.5)
+  with pytest.raises(ValueError, match='friction'):
+    tfa.mcmc.PSGLD(lambda x: -x**2, step_size=0.1, friction=2.)
+  with pytest.raises(ValueError, match='friction'):
+    tfa.keras.optimizers.ShampooSGRLD(1e-3, friction=-0.1)
   with pytest.raises(ValueError, match='gradient_noise.*below `friction`'):
     tfa.mcmc.SGHMC(lambda x: -x**2, step_size=0.1, friction=0.1,
                    gradient_noise=0.1)

@@ -26,8 +26,9 @@ def _p(t):
   return np.exp(-0.5 * t * t)
 
 
-def _predictions(metric):
-  return lambda alpha: {m: diagnostics.predicted_density(m, metric, alpha)
+def _predictions(metric, velocity=False):
+  return lambda alpha: {m: diagnostics.predicted_density(m, metric, alpha,
+                                                         velocity=velocity)
                         for m in ('none', 'original', 'corrected')}
 
 
@@ -45,6 +46,10 @@ def test_predicted_densities_are_the_documented_formulas():
   np.testing.assert_allclose(monge['none'](t), _p(t) * (1. + t * t))
   np.testing.assert_allclose(monge['original'](t), _p(t) * (1. + t * t) ** 0.7)
   np.testing.assert_allclose(rms['corrected'](t), _p(t))
+  half = _predictions(diagnostics.monge_metric(1.), velocity=True)(0.7)
+  np.testing.assert_allclose(half['none'](t), _p(t) * (1. + t * t) ** 0.5)
+  np.testing.assert_allclose(half['original'](t),
+                             _p(t) * (1. + t * t) ** 0.35)
 
 
 def test_adam_density_by_quadrature_is_eq_39():
@@ -92,6 +97,27 @@ def test_stationary_density_per_gamma_mode(sampler, mode):
   alpha = 0.9 if mode == 'corrected' else 0.5
   make, predictions = SAMPLERS[sampler]
   _check(make(mode, alpha), predictions(alpha), mode, seed=7)
+
+
+FRICTION = 0.03
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize('sampler', sorted(SAMPLERS))
+@pytest.mark.parametrize('mode', ['none', 'original', 'corrected'])
+def test_preconditioned_sghmc_density_per_gamma_mode(sampler, mode):
+  """With a velocity, Γ is the divergence of ``M^{1/2}``: ``p·M^-1/2``, ``p·M^-α/2``, ``p``.
+
+  α = 0.5 in every mode (``p·M^-1/4`` sits between the others), friction
+  0.03: the step's bias grows with the friction (at friction 1 the chain
+  is an Euler step of an overdamped diffusion whose density is
+  ``p·M^{c/2-1}``, not the one above) and with the moving average's lag.
+  """
+  make, _ = SAMPLERS[sampler]
+  metric = (diagnostics.monge_metric(1.) if sampler == 'monge'
+            else diagnostics.rmsprop_metric(BIAS))
+  predictions = _predictions(metric, velocity=True)(0.5)
+  _check(make(mode, 0.5).copy(friction=FRICTION), predictions, mode, seed=11)
 
 
 @pytest.mark.statistical

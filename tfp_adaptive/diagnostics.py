@@ -7,6 +7,10 @@ In the small-step limit with an EMA metric ``M(θ)`` (Rensmeyer & Niggemann
 * ``p · M^-α`` when Γ of the EMA metric is kept (``gamma='original'``),
 * ``p``        with the corrected Γ (``gamma='corrected'``).
 
+With a velocity (preconditioned SGHMC, a sampler given a ``friction``), Γ
+is the divergence of ``M^{1/2}`` and the exponents halve: ``p · M^{-1/2}``,
+``p · M^{-α/2}`` and ``p``.
+
 These functions give those densities and their bin probabilities, so tests,
 benchmarks and examples compare histograms against one implementation.
 """
@@ -44,12 +48,19 @@ def monge_metric(alpha2=1., grad=lambda t: -t):
   return lambda t: 1. / (1. + alpha2 * np.square(grad(t)))
 
 
-def predicted_density(mode, metric, decay, target=standard_normal):
-  """Unnormalised stationary density of a 1-D sampler for a Γ `mode`."""
+def predicted_density(mode, metric, decay, target=standard_normal,
+                      velocity=False):
+  """Unnormalised stationary density of a 1-D sampler for a Γ `mode`.
+
+  With `velocity` (preconditioned SGHMC), the exponent of the metric is
+  half that of the Langevin sampler (docs, "The mathematics").
+  """
   validation.check_choice('mode', mode, ('none', 'original', 'corrected'))
   if mode == 'corrected':
     return target
   power = 1. if mode == 'none' else decay
+  if validation.check_bool('velocity', velocity):
+    power *= 0.5
   return lambda t: target(t) * metric(t) ** (-power)
 
 

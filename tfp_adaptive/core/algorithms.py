@@ -8,7 +8,8 @@ the state with `Algorithm.update`, the Euler–Maruyama step:
 ``θ' = θ + (h/2)(M ∇û + τ c Γ) + sqrt(h τ) M^{1/2} ξ``
 
 (Adam-SGLD replaces ``M ∇û`` by Kim et al.'s drift and uses ``ξ`` unscaled;
-SGHMC moves ``θ`` by a velocity that the gradient and the noise drive,
+SGHMC, and every metric given a ``friction``, moves ``θ`` by ``M^{1/2}`` times
+a velocity that ``M^{1/2} ∇û`` and the noise drive,
 `diffusion.hamiltonian_step`.)
 """
 
@@ -56,7 +57,9 @@ class Algorithm(object):
       ``n >= 1``: steps ``0 … n−1`` update the metric, and from step ``n``
       on it is frozen (see `adapting`).
     friction: `None` (Langevin dynamics) or SGHMC's ``α`` in (0, 1]: the
-      state then carries a velocity (`diffusion.hamiltonian_step`).
+      state then carries a velocity (`diffusion.hamiltonian_step`), which
+      the metric's square root ``S = M^{1/2}`` couples to the position, and
+      Γ is the divergence of ``S`` (`gamma_metric`).
     gradient_noise: SGHMC's ``β̂`` in [0, ``friction``).
     diffusion: `None`, or SGNHT's ``A > 0``: the state then carries a
       velocity and a thermostat per chain (`diffusion.thermostat_step`).
@@ -126,6 +129,16 @@ class Algorithm(object):
     return tf.cond(adapting, update, lambda: state)
 
   @property
+  def gamma_metric(self):
+    """The matrix whose divergence Γ is: ``M``, or ``S = M^{1/2}`` with a velocity.
+
+    Hand it to `gamma.gradient_and_gamma` as its preconditioner.
+    """
+    if self.is_hamiltonian:
+      return preconditioners.SquareRoot(self.preconditioner)
+    return self.preconditioner
+
+  @property
   def is_hamiltonian(self):
     """True for SGHMC and SGNHT: the state carries a velocity."""
     return self.friction is not None or self.diffusion is not None
@@ -151,14 +164,16 @@ class Algorithm(object):
     return zeros, tf.fill(batch_shape, tf.cast(self.diffusion, parts[0].dtype))
 
   def drift(self, grads, pstate, momentum, batch_ndims, gradient_scale=None):
-    """``M ∇û`` (or Adam-SGLD's ``∇û + a M m``) and the new momentum.
+    """``M ∇û`` (Adam-SGLD's ``∇û + a M m``; ``M^{1/2} ∇û`` with a velocity) and the new momentum.
 
     With `gradient_scale` ``s``, ``∇û = s ĝ`` for the gradient ``ĝ`` the
     metric was just updated with, and the metric may reuse its statistics
     (`Preconditioner.apply_to_gradient`).
     """
     pre = self.preconditioner
-    if self.momentum_decay_rate is None:  # SGHMC's velocity is not a drift.
+    if self.is_hamiltonian:  # The velocity is not a drift; ``S ∇û`` drives it.
+      return pre.apply_sqrt(pstate, grads, batch_ndims), momentum
+    if self.momentum_decay_rate is None:
       if gradient_scale is None:
         return pre.apply(pstate, grads, batch_ndims), momentum
       return (pre.apply_to_gradient(pstate, grads, gradient_scale, batch_ndims),
@@ -177,7 +192,7 @@ class Algorithm(object):
       grads: list, ``∇û(θ_t)`` (gradient of the log-target, not of a loss).
       pstate: metric state already updated with this step's statistics.
       momentum: Adam-SGLD's ``m_{t-1}`` or ``()``.
-      gamma: ``c Γ`` (scaled for its mode) or `None`.
+      gamma: ``c Γ`` (scaled for its mode; of `gamma_metric`) or `None`.
       step_size: ``h``.
       temperature: ``τ``.
       noise_seed: stateless seed of ``ξ``.
@@ -197,7 +212,7 @@ class Algorithm(object):
     drift, momentum = self.drift(grads, pstate, momentum, batch_ndims,
                                  gradient_scale)
     xi = noise_lib.draw(parts, noise_seed, self.noise)
-    if self.noise_preconditioned:
+    if self.noise_preconditioned and not self.is_hamiltonian:
       xi = self.preconditioner.apply_sqrt(pstate, xi, batch_ndims)
     if noise_scale is not None:
       xi = [tf.cast(noise_scale, x.dtype) * x for x in xi]
@@ -208,9 +223,13 @@ class Algorithm(object):
           temperature, batch_ndims)
       momentum = (velocity, thermostat)
     elif self.is_hamiltonian:
+      position_map = None
+      if not isinstance(self.preconditioner, preconditioners.Identity):
+        position_map = lambda v: self.preconditioner.apply_sqrt(
+            pstate, v, batch_ndims)
       new_parts, momentum = diffusion.hamiltonian_step(
           parts, momentum, drift, xi, step_size, self.friction,
-          self.gradient_noise, temperature)
+          self.gradient_noise, temperature, gamma, position_map)
     else:
       new_parts = diffusion.langevin_step(parts, drift, xi, step_size,
                                           temperature, gamma)
@@ -254,10 +273,19 @@ def sgld():
   return Algorithm(preconditioners.Identity())
 
 
+def _friction(friction):
+  """Validates a friction ``α`` in (0, 1], or `None` (no velocity)."""
+  if friction is None:
+    return None
+  return validation.check_number('friction', friction, low=0., high=1.,
+                                 low_open=True)
+
+
 def sghmc(friction, gradient_noise):
   """SGHMC (Chen, Fox & Guestrin 2014), ``M = I``: `diffusion.hamiltonian_step`."""
-  validation.check_number('friction', friction, low=0., high=1.,
-                          low_open=True)
+  if friction is None:
+    raise TypeError('SGHMC needs a `friction` in (0, 1]. Received: None.')
+  _friction(friction)
   validation.check_number('gradient_noise', gradient_noise, low=0.)
   if gradient_noise >= friction:
     raise ValueError('`gradient_noise` must be below `friction` (the '
@@ -275,7 +303,7 @@ def sgnht(diffusion):
 
 
 def psgld(preconditioner_decay_rate, diagonal_bias, bias_outside_sqrt=False,
-          num_adaptation_steps=None, initial_value=None):
+          num_adaptation_steps=None, friction=None, initial_value=None):
   """pSGLD (Li et al. 2016; Rensmeyer & Niggemann 2025, Algorithm 1).
 
   `initial_value`: ``V_0``, or `None` (the kernels' default) for the warm
@@ -286,22 +314,24 @@ def psgld(preconditioner_decay_rate, diagonal_bias, bias_outside_sqrt=False,
   return Algorithm(preconditioners.RMSprop(
       preconditioner_decay_rate, diagonal_bias,
       validation.check_bool('bias_outside_sqrt', bias_outside_sqrt),
-      initial_value), num_adaptation_steps=num_adaptation_steps)
+      initial_value), num_adaptation_steps=num_adaptation_steps,
+                   friction=_friction(friction))
 
 
 def wenzel(preconditioner_decay_rate, update_interval, diagonal_bias,
-           num_adaptation_steps=None):
+           num_adaptation_steps=None, friction=None):
   """Layer-wise preconditioned SGLD (Wenzel et al. 2020)."""
   _decay('preconditioner_decay_rate', preconditioner_decay_rate)
   validation.check_int('update_interval', update_interval)
   _nonnegative('diagonal_bias', diagonal_bias)
   return Algorithm(preconditioners.Wenzel(
       preconditioner_decay_rate, diagonal_bias, update_interval),
-                   num_adaptation_steps=num_adaptation_steps)
+                   num_adaptation_steps=num_adaptation_steps,
+                   friction=_friction(friction))
 
 
 def monge(alpha2, preconditioner_decay_rate, fallback_threshold,
-          num_adaptation_steps=None):
+          num_adaptation_steps=None, friction=None):
   """SGRLD in the Monge metric (Yu et al. 2023, Sec. 3.1)."""
   _nonnegative('alpha2', alpha2)
   _decay('preconditioner_decay_rate', preconditioner_decay_rate)
@@ -309,11 +339,13 @@ def monge(alpha2, preconditioner_decay_rate, fallback_threshold,
                           low_open=True)
   return Algorithm(preconditioners.Monge(
       preconditioner_decay_rate, alpha2, fallback_threshold),
-                   num_adaptation_steps=num_adaptation_steps)
+                   num_adaptation_steps=num_adaptation_steps,
+                   friction=_friction(friction))
 
 
 def shampoo(preconditioner_decay_rate, epsilon, update_interval, max_dim,
-            block_size=None, roots='eigh', num_adaptation_steps=None):
+            block_size=None, roots='eigh', num_adaptation_steps=None,
+            friction=None):
   """SGRLD in the Shampoo metric (Yu et al. 2023, Sec. 3.2)."""
   _decay('preconditioner_decay_rate', preconditioner_decay_rate)
   validation.check_number('epsilon', epsilon, low=0., low_open=True)
@@ -323,7 +355,8 @@ def shampoo(preconditioner_decay_rate, epsilon, update_interval, max_dim,
     block_size = validation.check_int('block_size', block_size, low=2)
   return Algorithm(shampoo_lib.Shampoo(
       preconditioner_decay_rate, epsilon, update_interval, max_dim,
-      block_size, roots), num_adaptation_steps=num_adaptation_steps)
+      block_size, roots), num_adaptation_steps=num_adaptation_steps,
+                   friction=_friction(friction))
 
 
 def adam_sgld(preconditioner_decay_rate, momentum_decay_rate, drift_scale,

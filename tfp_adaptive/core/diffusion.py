@@ -47,29 +47,37 @@ def adam_sgld_drift(grads, momentum, preconditioned_momentum, decay, drift_scale
 
 
 def hamiltonian_step(parts, velocity, drift, noise, step_size, friction,
-                     gradient_noise=0., temperature=1.):
+                     gradient_noise=0., temperature=1., gamma=None,
+                     position_map=None):
   """SGHMC (Chen, Fox & Guestrin 2014, eq. 15), scaled so that friction 1 is SGLD.
 
-  ``v' = (1 − α) v + (h/2) ∇û + sqrt((α − β̂) h τ) ξ`` and ``θ' = θ + v'``.
+  ``v' = (1 − α) v + (h/2)(S ∇û + τ c Γ) + sqrt((α − β̂) h τ) ξ`` and
+  ``θ' = θ + S v'``, where ``S = M^{1/2}`` is the square root of the metric
+  (``I`` for SGHMC itself) and ``Γ_i = Σ_j ∂S_ij/∂θ_j`` its divergence
+  (docs, "The mathematics": the complete recipe of Ma, Chen & Fox 2015 with
+  ``Q = [[0, −S], [S, 0]]`` and friction ``α``).
 
-  With ``η = h/2`` this is Chen et al.'s practical form (their learning rate
-  ``η``, friction ``α = ηC`` and noise estimate ``β̂ = ηB̂/2``) and
-  BlackJAX's ``sghmc(alpha, beta)`` at ``step_size = η``. The velocity is
-  ``v = η M⁻¹ r`` for a momentum ``r`` of mass ``M = I/η``; its stationary
-  variance is ``η τ``. At ``α = 1`` and ``β̂ = 0`` the velocity is
-  forgotten every step and the update is SGLD's
-  ``θ' = θ + (h/2)∇û + sqrt(h τ) ξ`` (`langevin_step`).
+  With ``η = h/2`` and ``S = I`` this is Chen et al.'s practical form (their
+  learning rate ``η``, friction ``α = ηC`` and noise estimate
+  ``β̂ = ηB̂/2``) and BlackJAX's ``sghmc(alpha, beta)`` at
+  ``step_size = η``. The velocity is ``v = η r`` for a momentum ``r`` of
+  mass ``I/η``; its stationary variance is ``η τ``. At ``α = 1`` and
+  ``β̂ = 0`` the velocity is forgotten every step and the update is
+  ``θ' = θ + (h/2)(M ∇û + τ c S Γ) + sqrt(h τ) S ξ``: SGLD's step (`langevin_step`)
+  for ``S = I``, preconditioned SGLD's for a constant metric.
 
   Args:
     parts: list of `Tensor`s, ``θ_t``.
     velocity: list, ``v_t``.
-    drift: list, ``∇û(θ_t)``.
+    drift: list, ``S ∇û(θ_t)`` (``∇û`` for SGHMC).
     noise: list, ``ξ ~ N(0, I)``.
     step_size: ``h`` (``2η``).
     friction: ``α`` in (0, 1].
     gradient_noise: ``β̂`` in [0, α), the share of the injected noise that
       the minibatch gradient's own noise is taken to supply.
     temperature: ``τ``.
+    gamma: list ``c Γ`` already scaled for its mode, or `None`.
+    position_map: callable ``v ↦ S v``, or `None` for ``S = I``.
 
   Returns:
     ``(θ_{t+1}, v_{t+1})``.
@@ -77,17 +85,21 @@ def hamiltonian_step(parts, velocity, drift, noise, step_size, friction,
   dtype = parts[0].dtype
   h = tf.cast(step_size, dtype)
   a = tf.cast(friction, dtype)
-  sd = tf.sqrt((a - tf.cast(gradient_noise, dtype)) * h *
-               tf.cast(temperature, dtype))
+  tau = tf.cast(temperature, dtype)
+  sd = tf.sqrt((a - tf.cast(gradient_noise, dtype)) * h * tau)
+  if gamma is not None:
+    drift = [d + tau * g for d, g in zip(drift, gamma)]
   return _velocity_step(parts, velocity, [a] * len(parts), drift, noise, h,
-                        sd)
+                        sd, position_map)
 
 
-def _velocity_step(parts, velocity, frictions, drift, noise, h, sd):
-  """``v' = (1 − f) v + (h/2) ∇û + sd·ξ`` and ``θ' = θ + v'``, per part."""
+def _velocity_step(parts, velocity, frictions, drift, noise, h, sd,
+                   position_map=None):
+  """``v' = (1 − f) v + (h/2) d + sd·ξ`` and ``θ' = θ + S v'``, per part."""
   new_velocity = [(1. - f) * v + 0.5 * h * d + sd * n
                   for v, f, d, n in zip(velocity, frictions, drift, noise)]
-  return [x + v for x, v in zip(parts, new_velocity)], new_velocity
+  moves = new_velocity if position_map is None else position_map(new_velocity)
+  return [x + m for x, m in zip(parts, moves)], new_velocity
 
 
 def thermostat_step(parts, velocity, thermostat, drift, noise, step_size,

@@ -9,10 +9,13 @@ chains):
   statistic ``h(ĝ)`` into the exponential moving average
   ``V_t = α V_{t-1} + (1 - α) h(ĝ_t)`` (docs, "The mathematics").
 * ``apply(state, vectors, batch_ndims, differentiable=False)``: ``M_t v``.
-* ``apply_sqrt(state, vectors, batch_ndims)``: ``M_t^{1/2} v``.
+* ``apply_sqrt(state, vectors, batch_ndims, differentiable=False)``:
+  ``M_t^{1/2} v``.
 * ``metric_derivative(state, grads, grad_tangents, vectors, step,
   batch_ndims)``: the updated state and ``d/dε M(ĝ + ε ġ) v`` at ε = 0, the
   derivative of the metric along a gradient tangent (Γ, `gamma.py`).
+  ``sqrt_derivative`` is the same for ``M^{1/2}``, whose divergence is the
+  Γ of preconditioned SGHMC (`SquareRoot`).
 * ``apply_to_gradient(state, vectors, scale, batch_ndims)``: ``M_t v`` for
   ``v = scale · ĝ_t``, the drift's vector, where ``ĝ_t`` is the gradient of
   the last `update`; a metric may reuse what `update` computed from ``ĝ_t``
@@ -38,6 +41,7 @@ __all__ = [
     'Preconditioner',
     'RMSprop',
     'RMSpropState',
+    'SquareRoot',
     'Wenzel',
     'WenzelState',
     'ema',
@@ -73,8 +77,8 @@ class Preconditioner(object):
     del state, batch_ndims, differentiable
     return list(vectors)
 
-  def apply_sqrt(self, state, vectors, batch_ndims):
-    del state, batch_ndims
+  def apply_sqrt(self, state, vectors, batch_ndims, differentiable=False):
+    del state, batch_ndims, differentiable
     return list(vectors)
 
   def metric_derivative(self, state, grads, grad_tangents, vectors, step,
@@ -89,9 +93,24 @@ class Preconditioner(object):
     override it with a closed form that needs fewer passes over the
     parameters (Monge).
     """
+    return self._derivative(self.apply, state, grads, grad_tangents, vectors,
+                            step, batch_ndims)
+
+  def sqrt_derivative(self, state, grads, grad_tangents, vectors, step,
+                      batch_ndims):
+    """`metric_derivative` of ``M^{1/2}``: ``d/dε [M_t^{1/2}(ĝ + ε ġ) v]``.
+
+    Forward-mode autodiff through `update` and ``apply_sqrt(...,
+    differentiable=True)``.
+    """
+    return self._derivative(self.apply_sqrt, state, grads, grad_tangents,
+                            vectors, step, batch_ndims)
+
+  def _derivative(self, apply, state, grads, grad_tangents, vectors, step,
+                  batch_ndims):
     with tf.autodiff.ForwardAccumulator(grads, grad_tangents) as acc:
       new_state = self.update(state, grads, step, batch_ndims)
-      mv = self.apply(new_state, vectors, batch_ndims, differentiable=True)
+      mv = apply(new_state, vectors, batch_ndims, differentiable=True)
     return new_state, acc.jvp(
         mv, unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
@@ -119,6 +138,39 @@ class Preconditioner(object):
 
 class Identity(Preconditioner):
   """M = I: plain SGLD (Welling & Teh 2011)."""
+
+
+class SquareRoot(Preconditioner):
+  """The square root ``S = M^{1/2}`` of a metric, for the Γ of preconditioned SGHMC.
+
+  Preconditioned SGHMC moves the position by ``S v`` and drives the
+  velocity by ``S ∇û``; its second-order term is the divergence of ``S``,
+  ``Γ_i = Σ_j ∂S_ij/∂θ_j`` (docs, "The mathematics"). This view has the
+  metric's statistics, decay and update, and ``S`` in place of ``M``, so
+  that `gamma.gradient_and_gamma` computes that divergence unchanged.
+  """
+
+  def __init__(self, metric):
+    self.metric = metric
+    self.decay = metric.decay
+    self.is_adaptive = metric.is_adaptive
+
+  def check_gamma(self, gamma):
+    self.metric.check_gamma(gamma)
+
+  def init(self, params, batch_ndims):
+    return self.metric.init(params, batch_ndims)
+
+  def update(self, state, grads, step, batch_ndims):
+    return self.metric.update(state, grads, step, batch_ndims)
+
+  def apply(self, state, vectors, batch_ndims, differentiable=False):
+    return self.metric.apply_sqrt(state, vectors, batch_ndims, differentiable)
+
+  def metric_derivative(self, state, grads, grad_tangents, vectors, step,
+                        batch_ndims):
+    return self.metric.sqrt_derivative(state, grads, grad_tangents, vectors,
+                                       step, batch_ndims)
 
 
 def ema(decay, old, new):
@@ -204,7 +256,7 @@ class RMSprop(Preconditioner):
       return (b + v ** 0.5) / b
     return ((b + v) / b) ** 0.5
 
-  def apply_sqrt(self, state, vectors, batch_ndims):
+  def apply_sqrt(self, state, vectors, batch_ndims, differentiable=False):
     return [d * x for d, x in zip(self.diagonal(state, 0.5), vectors)]
 
 
@@ -257,9 +309,10 @@ class Wenzel(Preconditioner):
     return [tensors.broadcast_to_part(s, x, batch_ndims) * x
             for s, x in zip(scales, vectors)]
 
-  def apply_sqrt(self, state, vectors, batch_ndims):
+  def apply_sqrt(self, state, vectors, batch_ndims, differentiable=False):
+    scales = self._scales(state, batch_ndims, differentiable)
     return [tensors.broadcast_to_part(tf.sqrt(s), x, batch_ndims) * x
-            for s, x in zip(state.scale, vectors)]
+            for s, x in zip(scales, vectors)]
 
 
 class Monge(Preconditioner):
@@ -371,7 +424,7 @@ class Monge(Preconditioner):
     dot = tf.cast(scale, state.grad_dot.dtype) * state.grad_dot
     return self._rank_one(state, vectors, batch_ndims, self._metric_coef, dot)
 
-  def apply_sqrt(self, state, vectors, batch_ndims):
+  def apply_sqrt(self, state, vectors, batch_ndims, differentiable=False):
     def coef(a2, sq):  # (1/sqrt(1+a s) - 1)/s without cancellation at s = 0.
       r = tf.sqrt(1. + a2 * sq)
       return -a2 / (r * (1. + r))

@@ -237,23 +237,37 @@ class Shampoo(preconditioners.Preconditioner):
     shape = tf.concat([batch, [1] * i, [-1], [1] * (d - i - 1)], axis=0)
     return x * tf.reshape(mat, shape)
 
-  def _root_tangent(self, m, dense):
-    """Zero-valued term whose derivative is d(root) at the cached eigenbasis."""
+  def _root_tangent(self, m, dense, power, sqrt=False):
+    """Zero-valued term whose derivative is d(root) at the cached eigenbasis.
+
+    With `sqrt`, d of the square root ``(H + εI)^{p/2}``: its divided
+    differences are ``F_ij / (s_i + s_j)`` with ``s = λ^{p/2}``, and
+    ``λ^{p-1} = F_ii / p`` gives ``s`` from the cached ``F`` alone.
+    """
     delta = m.factor - tf.stop_gradient(m.factor)
+    divdiff = m.divdiff
     if not dense:
-      return m.divdiff * delta
+      if sqrt:
+        divdiff = divdiff / (2. * m.sqrt_root)
+      return divdiff * delta
+    if sqrt:
+      diagonal = tf.linalg.diag_part(divdiff) / power
+      s = diagonal ** (power / (2. * (power - 1.)))
+      divdiff = divdiff / (s[..., :, tf.newaxis] + s[..., tf.newaxis, :])
     u = m.eigvecs
     inner = tf.matmul(tf.matmul(u, delta, transpose_a=True), u)
-    return tf.matmul(tf.matmul(u, m.divdiff * inner), u, transpose_b=True)
+    return tf.matmul(tf.matmul(u, divdiff * inner), u, transpose_b=True)
 
   def _apply(self, state, vectors, batch_ndims, field, differentiable=False):
     out = []
     for modes, v in zip(state, vectors):
       x, nb = self._to_blocks(v, batch_ndims)
+      power = self._power(x, nb)
       for i, (m, (_, dense)) in enumerate(zip(modes, self._modes(x, nb))):
         mat = getattr(m, field)
         if differentiable:
-          mat = mat + self._root_tangent(m, dense)
+          mat = mat + self._root_tangent(m, dense, power,
+                                         field == 'sqrt_root')
         x = self._contract(x, mat, i, dense, nb)
       out.append(self._from_blocks(x, v, batch_ndims))
     return out
@@ -261,5 +275,6 @@ class Shampoo(preconditioners.Preconditioner):
   def apply(self, state, vectors, batch_ndims, differentiable=False):
     return self._apply(state, vectors, batch_ndims, 'root', differentiable)
 
-  def apply_sqrt(self, state, vectors, batch_ndims):
-    return self._apply(state, vectors, batch_ndims, 'sqrt_root')
+  def apply_sqrt(self, state, vectors, batch_ndims, differentiable=False):
+    return self._apply(state, vectors, batch_ndims, 'sqrt_root',
+                       differentiable)

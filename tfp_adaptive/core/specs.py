@@ -84,6 +84,20 @@ _ADAPTATION = Hyperparameter(
     'then exact as h → 0 for that metric (guide "Choosing a sampler"). Set '
     'it to the burn-in, and keep only samples taken after it.')
 
+_FRICTION_DOC = (
+    'α in (0, 1]: the share of the velocity lost per step (Chen et al.\'s '
+    '``ηC``; BlackJAX\'s ``alpha``). Lower keeps more momentum: longer '
+    'moves per gradient, more sensitive to gradient noise.')
+
+# Every Riemannian sampler's: `None` is Langevin dynamics; a number gives it
+# a velocity (preconditioned SGHMC, `diffusion.hamiltonian_step`).
+_METRIC_FRICTION = Hyperparameter(
+    'friction', None,
+    '`None` (Langevin dynamics) or ' + _FRICTION_DOC + ' With a friction '
+    'the sampler is SGHMC in this metric: ``v\' = (1 − α) v + (h/2)(S ∇û + '
+    'τ c Γ) + sqrt(α h τ) ξ``, ``θ\' = θ + S v\'`` with ``S = M^{1/2}``, '
+    'and Γ is the divergence of ``S`` (guide "Choosing a sampler").')
+
 SGLD = SamplerSpec(
     'SGLD', 'SGLD',
     'Stochastic gradient Langevin dynamics (Welling & Teh 2011), ``M = I``: '
@@ -109,7 +123,7 @@ PSGLD = SamplerSpec(
                     '(guide "Step sizes and regimes").'),
      Hyperparameter('bias_outside_sqrt', False,
                     'Python bool, Li et al.\'s form of ``M``.'),
-     _ADAPTATION),
+     _ADAPTATION, _METRIC_FRICTION),
     algorithms.psgld, True)
 
 WENZEL = SamplerSpec(
@@ -123,7 +137,7 @@ WENZEL = SamplerSpec(
                     '(Wenzel et al. refresh once per epoch).'),
      Hyperparameter('diagonal_bias', 1e-8,
                     'ε >= 0 in ``σ_l = sqrt(ε + mean(V_l))``.'),
-     _ADAPTATION),
+     _ADAPTATION, _METRIC_FRICTION),
     algorithms.wenzel, True)
 
 MONGE = SamplerSpec(
@@ -137,7 +151,7 @@ MONGE = SamplerSpec(
      Hyperparameter('fallback_threshold', 1000.,
                     '> 0; a chain whose preconditioned gradient is longer '
                     'uses ``M = I`` for that step (Yu et al. App. A.4).'),
-     _ADAPTATION),
+     _ADAPTATION, _METRIC_FRICTION),
     algorithms.monge, True)
 
 SHAMPOO = SamplerSpec(
@@ -169,7 +183,7 @@ SHAMPOO = SamplerSpec(
                     'iteration, matrix products only: for accelerators, '
                     'and ``gamma=\'none\'`` only; see the guide '
                     '"Performance").'),
-     _ADAPTATION),
+     _ADAPTATION, _METRIC_FRICTION),
     algorithms.shampoo, True)
 
 ADAM_SGLD = SamplerSpec(
@@ -194,11 +208,7 @@ SGHMC = SamplerSpec(
     '2014), ``M = I``: ``v\' = (1 − α) v + (h/2) ∇û + sqrt((α − β̂) h τ) ξ``, '
     '``θ\' = θ + v\'``. Chen et al.\'s learning rate ``η`` and BlackJAX\'s '
     '``step_size`` are ``h/2``; at ``friction=1`` the step is SGLD\'s.',
-    (Hyperparameter('friction', 0.1,
-                    'α in (0, 1]: the share of the velocity lost per step '
-                    '(Chen et al.\'s ``ηC``; BlackJAX\'s ``alpha``). Lower '
-                    'keeps more momentum: longer moves per gradient, more '
-                    'sensitive to gradient noise.'),
+    (Hyperparameter('friction', 0.1, _FRICTION_DOC),
      Hyperparameter('gradient_noise', 0.,
                     'β̂ in [0, friction): the estimate of the minibatch '
                     'gradient\'s noise in the velocity (Chen et al.\'s '

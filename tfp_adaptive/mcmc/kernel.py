@@ -211,7 +211,8 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
       batch_ndims = prev.target_log_prob.shape.rank
       fn = lambda xs: self._log_prob(xs, batch_seed)
       lp, grads, pstate, gamma = gamma_lib.gradient_and_gamma(
-          fn, parts, self.preconditioner, prev.preconditioner_state, prev.step,
+          fn, parts, self.algorithm.gamma_metric, prev.preconditioner_state,
+          prev.step,
           batch_ndims, p.get('gamma', 'none'),
           p.get('gamma_estimator', 'hutchinson'), gamma_seed,
           self._gamma_log_prob(batch_seed), p.get('gamma_probability', 1.),
