@@ -38,6 +38,7 @@ BENCHMARKS = [
     ('lecture_regression', [], 'Bayesian linear regression (exact posterior)'),
     ('regimes', [], 'Regimes: where the samplers are biased'),
     ('panel', [], 'The panel: runs off their target against the warnings'),
+    ('cyclical', [], 'Cyclical step sizes against a constant step'),
     ('calibration', [], 'Calibrated ensembles from the documented defaults'),
     ('quality', [], 'Ensemble quality against an Adam deep ensemble'),
     ('ensemble_memory', [], 'Memory of an ensemble on disk'),

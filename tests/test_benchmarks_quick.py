@@ -36,6 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
      ['--tune', 'corrected', '--metrics', 'RMSprop']),
     ('benchmarks.regimes', ['regimes.md', 'regimes.png'], []),
     ('benchmarks.panel', ['panel.md'], []),
+    ('benchmarks.cyclical', ['cyclical.md'], []),
     ('benchmarks.quality', ['quality.md', 'quality_band.png'], []),
     ('benchmarks.lecture_regression', ['lecture_regression.md',
                                        'lecture_batch.png', 'lecture_tau.png'],
