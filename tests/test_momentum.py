@@ -89,7 +89,7 @@ def test_friction_one_without_gamma_is_the_langevin_optimizer(name):
                               keras.layers.Dense(1)])
     model.compile(cls(1e-3, data_size=8, seed=2, gamma='none',
                       friction=friction, **METRICS[name]), 'mse',
-                  jit_compile=True)
+                  run_eagerly=True)
     model.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0)
     weights.append(model.get_weights())
   for a, b in zip(*weights):

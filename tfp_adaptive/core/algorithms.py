@@ -216,11 +216,17 @@ class Algorithm(object):
       xi = self.preconditioner.apply_sqrt(pstate, xi, batch_ndims)
     if noise_scale is not None:
       xi = [tf.cast(noise_scale, x.dtype) * x for x in xi]
+    sums = []  # SGNHT: ``‖v'‖²`` and the step's norms, in one pass.
     if self.diffusion is not None:
       velocity, thermostat = momentum
+      extra = _norm_pairs(drift, xi, gamma, grads) if ratios else []
+
+      def mean_square(v):
+        sums.extend(tensors.event_dots([(v, v)] + extra, batch_ndims))
+        return sums[0] / tensors.event_size(parts, batch_ndims)
       new_parts, velocity, thermostat = diffusion.thermostat_step(
           parts, velocity, thermostat, drift, xi, step_size, self.diffusion,
-          temperature, batch_ndims)
+          temperature, batch_ndims, mean_square)
       momentum = (velocity, thermostat)
     elif self.is_hamiltonian:
       position_map = None
@@ -235,6 +241,9 @@ class Algorithm(object):
                                           temperature, gamma)
     if not ratios:
       return new_parts, momentum
+    if sums:
+      return new_parts, momentum, _norms_from_sums(
+          sums[1:], gamma, grads, step_size, temperature, batch_ndims)
     return new_parts, momentum, step_norms(
         drift, xi, gamma, grads, step_size, temperature, batch_ndims)
 
@@ -245,10 +254,20 @@ def step_norms(drift, noise, gamma, grads, step_size, temperature,
 
   The sums of squares share one pass (`tensors.event_dots`).
   """
+  sums = tensors.event_dots(_norm_pairs(drift, noise, gamma, grads),
+                            batch_ndims)
+  return _norms_from_sums(sums, gamma, grads, step_size, temperature,
+                          batch_ndims)
+
+
+def _norm_pairs(drift, noise, gamma, grads):
   pairs = [(drift, drift), (noise, noise), (grads, grads)]
   if gamma is not None:
     pairs.append((gamma, gamma))
-  sums = tensors.event_dots(pairs, batch_ndims)
+  return pairs
+
+
+def _norms_from_sums(sums, gamma, grads, step_size, temperature, batch_ndims):
   dtype = sums[0].dtype
   h = tf.cast(step_size, dtype)
   tau = tf.cast(temperature, dtype)

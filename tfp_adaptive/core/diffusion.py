@@ -103,7 +103,7 @@ def _velocity_step(parts, velocity, frictions, drift, noise, h, sd,
 
 
 def thermostat_step(parts, velocity, thermostat, drift, noise, step_size,
-                    diffusion, temperature, batch_ndims):
+                    diffusion, temperature, batch_ndims, mean_square=None):
   """SGNHT (Ding et al. 2014, Alg. 2), scaled as `hamiltonian_step`.
 
   ``v' = (1 − ξ) v + (h/2) ∇û + sqrt(A h τ) ζ``, ``θ' = θ + v'`` and
@@ -125,6 +125,9 @@ def thermostat_step(parts, velocity, thermostat, drift, noise, step_size,
     diffusion: ``A > 0``, the injected noise's friction (Ding et al.'s
       ``A``; BlackJAX's ``alpha``).
     batch_ndims: number of leading chain axes.
+    mean_square: optional callable mapping ``v'`` to ``‖v'‖²/D`` per chain,
+      for a caller that sums it in one pass with other inner products
+      (`Algorithm.update`); by default one `tensors.event_dot`.
 
   Returns:
     ``(θ_{t+1}, v_{t+1}, ξ_{t+1})``.
@@ -137,10 +140,12 @@ def thermostat_step(parts, velocity, thermostat, drift, noise, step_size,
       parts, velocity,
       [tensors.broadcast_to_part(thermostat, x, batch_ndims) for x in parts],
       drift, noise, h, sd)
-  mean_square = tensors.event_dot(new_velocity, new_velocity, batch_ndims) / (
-      tensors.event_size(parts, batch_ndims))
+  if mean_square is None:
+    size = tensors.event_size(parts, batch_ndims)
+    mean_square = lambda v: tensors.event_dot(v, v, batch_ndims) / size
   # The target: the stationary mean square of ``v' = (1 − ξ) v + …`` at
   # friction ξ, ``τh/(2 − ξ)`` (held at its ξ = 1 value above 1, so that a
   # hot start cannot push it towards the pole at 2).
   target = h * tau / (2. - tf.minimum(thermostat, 1.))
-  return new_parts, new_velocity, thermostat + mean_square - target
+  return (new_parts, new_velocity,
+          thermostat + mean_square(new_velocity) - target)
