@@ -168,16 +168,61 @@ def _linear_model(n=200):
 
 
 def test_collector_logs_the_numbers_and_warns_naming_the_learning_rate():
+  """Without its thermometer, the collector warns from the regime numbers."""
   model, x, y = _linear_model()
   model.compile(tfa.keras.optimizers.SGLD(2e-3, data_size=200, seed=0),
                 'mse', jit_compile=True)
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     history = model.fit(x, y, batch_size=20, epochs=4, verbose=0,
-                        callbacks=[tfa.keras.SampleCollector()])
+                        callbacks=[tfa.keras.SampleCollector(
+                            check_temperature=False)])
   assert set(history.history) >= {'drift_ratio', 'gamma_ratio', 'lag'}
   messages = [str(w.message) for w in caught if 'drift_ratio' in str(w.message)]
   assert len(messages) == 1 and '`learning_rate`' in messages[0], messages
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize('gamma', ['none', 'corrected'])
+def test_the_collector_reads_the_temperature_of_a_biased_metric(gamma):
+  """Without a `SamplerMonitor`, `SampleCollector` judges the run by its temperature.
+
+  Full-batch pSGLD (decay 0.9, one step an epoch) on a Bayesian linear
+  model with D = 51: without Γ the chain samples ``p·M⁻¹`` and reads about
+  1.3 (`test_diagnostics`), with the corrected Γ within its O(h) bias of
+  1 (the first 400 steps are the chain's transient). The first is told,
+  in the collector's name and naming the learning rate; the second is
+  silent, also by `drift_ratio`, which reads 0.2 here: with full batches
+  the temperature includes the step's own heating and judges it. The
+  overall temperature is logged, the per-layer readings are not (a
+  `SamplerMonitor` logs those).
+  """
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(1000, 50)).astype('float32')
+  y = (x @ rng.normal(size=(50, 1)) + np.sqrt(0.5) * rng.normal(
+      size=(1000, 1))).astype('float32')
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((50,)), keras.layers.Dense(1)])
+  tfa.keras.priors.add_gaussian_prior(model, data_size=len(x), scale=1.)
+  model.compile(tfa.keras.optimizers.PSGLD(
+      2e-5, data_size=1000, seed=0, gamma=gamma, preconditioner_decay_rate=0.9,
+      diagonal_bias=1e-3, burnin=0), 'mse', jit_compile=True)
+  data = tf.data.Dataset.from_tensors((x, y)).repeat()
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    history = model.fit(data, steps_per_epoch=1, epochs=1000, verbose=0,
+                        callbacks=[tfa.keras.SampleCollector(
+                            burnin=400, unit='epoch')])
+  assert 'temperature' in history.history
+  assert not [k for k in history.history if k.startswith('temperature/')]
+  said = [str(w.message) for w in caught
+          if issubclass(w.category, UserWarning)]
+  told = [m for m in said if m.startswith('SampleCollector: ') and
+          'temperature' in m and '`learning_rate`' in m]
+  if gamma == 'none':
+    assert len(told) == 1, said
+  else:
+    assert not told and not [m for m in said if 'drift_ratio' in m], said
 
 
 def test_step_size_calibration_reaches_its_target():

@@ -205,7 +205,9 @@ class Algorithm(object):
         statistics of ``ĝ`` in the drift.
 
     Returns:
-      ``(θ_{t+1}, m_t)`` (SGHMC: ``m_t`` is the velocity ``v_{t+1}``).
+      ``(θ_{t+1}, m_t)`` (SGHMC: ``m_t`` is the velocity ``v_{t+1}``); with
+      `ratios`, ``(θ_{t+1}, m_t, StepNorms, drift)``, the drift being the
+      step's ``M ∇û`` (`drift`), for callers that need it again.
     """
     if self.num_adaptation_steps is not None:
       gradient_scale = None  # A frozen metric holds no statistics of ``ĝ``.
@@ -242,10 +244,12 @@ class Algorithm(object):
     if not ratios:
       return new_parts, momentum
     if sums:
-      return new_parts, momentum, _norms_from_sums(
-          sums[1:], gamma, grads, step_size, temperature, batch_ndims)
-    return new_parts, momentum, step_norms(
-        drift, xi, gamma, grads, step_size, temperature, batch_ndims)
+      norms = _norms_from_sums(sums[1:], gamma, grads, step_size, temperature,
+                               batch_ndims)
+    else:
+      norms = step_norms(drift, xi, gamma, grads, step_size, temperature,
+                         batch_ndims)
+    return new_parts, momentum, norms, drift
 
 
 def step_norms(drift, noise, gamma, grads, step_size, temperature,

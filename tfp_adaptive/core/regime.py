@@ -88,7 +88,7 @@ def numbers(means, preconditioner, gradient_scale=1., with_gamma=False):
 
 
 def advice(regime, hyperparameters, step_name, preconditioner=None,
-           stochastic=False, estimates=True):
+           stochastic=False, estimates=True, step_estimate=None):
   """Messages for each number of `regime` outside its tolerance (worst chain).
 
   Args:
@@ -105,13 +105,19 @@ def advice(regime, hyperparameters, step_name, preconditioner=None,
       configurational temperature (`tfp_adaptive.core.temperature`), which
       measures the bias itself, pass `False`; the rule on a moving average
       too short for minibatch gradients stays.
+    step_estimate: whether to advise from ``drift_ratio``; `None` follows
+      `estimates`. `fit`'s thermometer subtracts the step's own heating
+      with the reshuffling term, so it cannot see a step that is too
+      large, and `fit` keeps this rule.
 
   Returns:
     List of strings, empty when the run is in the regime.
   """
   worst = {k: float(np.max(v)) for k, v in regime._asdict().items()}
   out = []
-  if estimates and worst['drift_ratio'] > TOLERANCES['drift_ratio']:
+  if step_estimate is None:
+    step_estimate = estimates
+  if step_estimate and worst['drift_ratio'] > TOLERANCES['drift_ratio']:
     factor = worst['drift_ratio'] / TOLERANCES['drift_ratio']
     out.append(
         'drift_ratio = %.3g > %g: the step is large against the target\'s '

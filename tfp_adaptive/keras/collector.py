@@ -18,6 +18,7 @@ import keras
 from tfp_adaptive import validation
 from tfp_adaptive.keras import distribute
 from tfp_adaptive.keras import health
+from tfp_adaptive.keras import monitor as monitor_lib
 from tfp_adaptive.keras import ensemble as ensemble_lib
 from tfp_adaptive.keras import optimizer_base
 from tfp_adaptive.keras import predictive
@@ -72,12 +73,24 @@ class SampleCollector(keras.callbacks.Callback):
     stuck_steps: warn when this many consecutive optimizer steps were all
       skipped (a chain that no longer moves).
     seed: seed of the reservoir's random choices.
+    check_temperature: read the run's configurational temperature, as a
+      `SamplerMonitor` does (a `SamplerMonitor` in the same `fit` takes
+      over): logged per epoch as ``temperature``, and judged after
+      burn-in, at ``2·window``, ``4·window``, … epochs and at the end of
+      `fit`, with one warning per layer whose reading is off ``τ`` by
+      more than the tolerance, naming the factor to change the learning
+      rate by. A run too short to read (fewer than 500 steps or 10 epochs
+      after burn-in) is not judged. Per step it costs two inner products
+      over the weights.
 
   With a sampler of `tfp_adaptive.keras.optimizers`, each epoch also logs
   the run's regime numbers ``drift_ratio``, ``gamma_ratio`` and ``lag``
-  and warns once when an epoch after burn-in (and after the first) is
-  where the sampler is biased, naming the parameter to change
-  (`tfp_adaptive.core.regime`); and it warns once when the training loss
+  (`tfp_adaptive.core.regime`). The temperature judges the bias that they
+  predict; with ``check_temperature=False`` and no `SamplerMonitor`, the
+  collector warns once when an epoch after burn-in (and after the first)
+  is where they say the sampler is biased, naming the parameter to
+  change. A moving average too short for minibatch gradients is warned
+  about either way. It also warns once when the training loss
   is negative and keeps falling (a log-posterior without an upper bound,
   e.g. a prior with a pole). After burn-in it warns once when the
   posterior goes bad, naming the likely cause: weight norms without bound,
@@ -94,7 +107,8 @@ class SampleCollector(keras.callbacks.Callback):
                window='reservoir', unit='step', directory=None,
                likelihood=None, from_logits=None, noise_variance=None,
                weighting='uniform', nonfinite='skip', validation_data=None,
-               stuck_steps=100, resume=False, overwrite=False, seed=0):
+               stuck_steps=100, resume=False, overwrite=False, seed=0,
+               check_temperature=True):
     super().__init__()
     self.schedule = selection.Schedule(burnin, thinning)
     self.window = selection.Window(max_samples, window, seed)
@@ -124,6 +138,9 @@ class SampleCollector(keras.callbacks.Callback):
                                              NONFINITE_POLICIES)
     self.validation_data = ensemble_lib.check_validation_data(validation_data)
     self.stuck_steps = validation.check_int('stuck_steps', stuck_steps, low=1)
+    self.check_temperature = validation.check_bool('check_temperature',
+                                                   check_temperature)
+    self._thermometer = None
     self.members = []
     self.num_skipped = 0
     self.num_nonfinite = 0
@@ -177,6 +194,12 @@ class SampleCollector(keras.callbacks.Callback):
         training.enable_gamma(model)
         model.make_train_function(force=True)
       regime.attach(opt, model)
+      if self.check_temperature:
+        self._thermometer = monitor_lib.collector_thermometer(
+            self._burnin_epochs())
+        self._thermometer.set_model(model)
+        self._thermometer.set_params(self.params)
+        self._thermometer.on_train_begin(logs)
     if self.validation_data is not None and self._val is None:
       self._val = ensemble_lib.validation_arrays(self.validation_data)
     if self._optimizer_nonfinite is None:
@@ -185,6 +208,15 @@ class SampleCollector(keras.callbacks.Callback):
     if self._store is not None and self._writes:
       self._open_directory()
     self._burnin_checked = False
+
+  def _burnin_epochs(self):
+    """The burn-in in epochs (at least 1), for the thermometer."""
+    steps = (self.params or {}).get('steps')
+    if self.unit == 'epoch':
+      return max(self.burnin, 1)
+    if not steps:
+      return 2
+    return max(int(np.ceil(self.burnin / float(steps))), 1)
 
   def _check_burnin(self, epoch):
     """Warns before training when this `fit` ends before the first sample point."""
@@ -213,6 +245,8 @@ class SampleCollector(keras.callbacks.Callback):
     return self._store is not None and self._writes
 
   def on_train_end(self, logs=None):
+    if self._thermometer is not None:
+      self._thermometer.on_train_end(logs)
     self._check_noise()
     self._judge_health(final=True)
     if self.num_nonfinite:
@@ -258,6 +292,8 @@ class SampleCollector(keras.callbacks.Callback):
     start = epoch if self.unit == 'epoch' else getattr(self, '_epoch_start', 0)
     if start >= self.burnin:
       self._check_health((logs or {}).get('loss'))
+    if self._thermometer is not None:
+      self._thermometer.on_epoch_end(epoch, logs)
     if getattr(opt, 'regime_state', None) is not None:
       opt.regime_state.report(
           opt, epoch, logs, check=epoch >= 1 and start >= self.burnin,

@@ -47,7 +47,7 @@ from tfp_adaptive.keras import optimizer_base
 from tfp_adaptive.keras import predictive
 from tfp_adaptive.keras import regime
 
-__all__ = ['MonitorState', 'SamplerMonitor']
+__all__ = ['MonitorState', 'SamplerMonitor', 'collector_thermometer']
 
 
 class MonitorState(object):
@@ -76,7 +76,9 @@ class MonitorState(object):
     Args:
       parts: the weights ``θ_t`` before the step.
       target_grads: ``∇û = −∇U`` at ``θ_t`` (this step's minibatch).
-      drift: ``M ∇û``, the step's metric applied to it.
+      drift: the step's drift (`Algorithm.update`'s): ``M ∇û`` for the
+        Langevin samplers, whose reshuffling bias the correction is
+        derived for.
       learning_rate: ``h``.
       ok: whether the step was taken.
       index: the variables this step updates.
@@ -181,12 +183,26 @@ class SamplerMonitor(keras.callbacks.Callback):
     self._steps = []
     self._running = None
 
+  # `SampleCollector`'s own thermometer: yields to a `SamplerMonitor` in
+  # the same `fit`, logs the overall temperature only, and warns in the
+  # collector's name.
+  _internal = False
+  _name = 'SamplerMonitor'
+
+  def _owns(self, opt):
+    return getattr(opt, 'monitor_owner', None) is self
+
   def on_train_begin(self, logs=None):
-    opt = optimizer_base.sampler_of(self.model, 'SamplerMonitor')
+    opt = optimizer_base.sampler_of(self.model, self._name)
+    owner = getattr(opt, 'monitor_owner', None)
+    if owner is not None and owner is not self and (
+        self._internal or not owner._internal):  # pylint: disable=protected-access
+      return  # Another thermometer reads this run (one per optimizer).
+    opt.monitor_owner = self
+    if not opt.built:
+      opt.build(self.model.trainable_variables)
+    self._variables = list(opt._trainable_variables)  # pylint: disable=protected-access  # The optimizer's order.
     if opt.monitor_state is None:
-      if not opt.built:
-        opt.build(self.model.trainable_variables)
-      self._variables = list(opt._trainable_variables)  # pylint: disable=protected-access  # The optimizer's order.
       opt.monitor_state = MonitorState(self._variables)
       self.model.make_train_function(force=True)
     self._state = opt.monitor_state
@@ -204,6 +220,8 @@ class SamplerMonitor(keras.callbacks.Callback):
   def on_epoch_end(self, epoch, logs=None):
     logs = logs if logs is not None else {}
     opt = self.model.optimizer
+    if not self._owns(opt):
+      return
     # The centre: the mean of the epochs from the second half of burn-in
     # on, moved during burn-in and then only after `window`, 2·window,
     # 4·window, … epochs since. Each block of epochs is thus centred on the
@@ -216,9 +234,7 @@ class SamplerMonitor(keras.callbacks.Callback):
     dots, reshuffle, count = self._state.read_and_reset(
         move_center=since <= 0 or self._epochs == 1 or
         _block_end(since, self.window))
-    batches = self.batches or ('shuffled' if regime.is_stochastic(self.params)
-                               else 'independent')
-    if batches == 'shuffled':
+    if not self.sees_step_heating():
       dots = dots - reshuffle
     if 2 * self._epochs < self.burnin_epochs:
       self._state.restart_mean()
@@ -230,14 +246,16 @@ class SamplerMonitor(keras.callbacks.Callback):
       for layer, ks in self._layers.items():
         temps['temperature/' + layer] = dots[ks].sum() / (count * sizes[ks].sum())
       for key, value in temps.items():
-        logs[key] = float(value)
+        if key == 'temperature' or not self._internal:
+          logs[key] = float(value)
         self.temperatures[key].append(float(value))
       if _due(self._epochs - self.burnin_epochs - 1, self.window):
         self._judge(opt, final=False)
-    self._metric_logs(opt, logs)
-    opt.regime_state.report(opt, epoch, logs,
-                            check=self._epochs > max(self.burnin_epochs, 1),
-                            stochastic=regime.is_stochastic(self.params))
+    if not self._internal:  # The collector logs and reports these itself.
+      self._metric_logs(opt, logs)
+      opt.regime_state.report(opt, epoch, logs,
+                              check=self._epochs > max(self.burnin_epochs, 1),
+                              stochastic=regime.is_stochastic(self.params))
     if self.validation_data is not None:
       if self._running is None:
         self._running = predictive.Predictive(self._likelihood, self._val[1])
@@ -245,9 +263,24 @@ class SamplerMonitor(keras.callbacks.Callback):
       logs['val_monitor_log_likelihood'] = self._running.metrics()[
           'log_likelihood']
 
+  def sees_step_heating(self):
+    """Whether the reading includes the step's own heating (``batches='independent'``).
+
+    With ``'shuffled'`` the reshuffling term subtracts it, and a step too
+    large for its target is judged by ``drift_ratio`` instead.
+    """
+    batches = self.batches or ('shuffled' if regime.is_stochastic(self.params)
+                               else 'independent')
+    return batches == 'independent'
+
   def on_train_end(self, logs=None):
-    if self._state is not None and self.model is not None:
-      self._judge(self.model.optimizer, final=True)
+    if self.model is None:
+      return
+    opt = self.model.optimizer
+    if self._state is not None and self._owns(opt):
+      self._judge(opt, final=True)
+    if self._owns(opt):
+      opt.monitor_owner = None
 
   def _judge(self, opt, final):
     """Reads every key over the epochs since burn-in; warns once per key that is off.
@@ -263,8 +296,9 @@ class SamplerMonitor(keras.callbacks.Callback):
     for key, values in self.temperatures.items():
       reading = temperature_lib.read(values[first:], 1)
       self.readings[key] = reading
-      if key in self._warned:
-        continue
+      if key in self._warned or (key != 'temperature' and
+                                 len(self._layers) == 1):
+        continue  # One layer: its reading is the whole model's.
       judged = temperature_lib.verdict(reading, tau, self.tolerance)
       if judged == 'unsettled' and not final:
         continue
@@ -275,7 +309,7 @@ class SamplerMonitor(keras.callbacks.Callback):
           opt.algorithm.adapts_throughout, opt.gamma, self.tolerance)
       if message:
         self._warned.add(key)
-        warnings.warn('SamplerMonitor: %s' % message)
+        warnings.warn('%s: %s' % (self._name, message))
 
   def _metric_logs(self, opt, logs):
     pre = opt.preconditioner
@@ -297,3 +331,16 @@ def _block_end(since, window):
 def _due(since, window):
   """Whether `since` epochs after burn-in is ``2·window``, ``4·window``, ``8·window``, …"""
   return since >= 2 * window and _block_end(since, window)
+
+
+def collector_thermometer(burnin_epochs):
+  """`SampleCollector`'s own `SamplerMonitor`: judged as a monitor's, quieter.
+
+  It yields to a `SamplerMonitor` in the same `fit` (one thermometer per
+  optimizer), logs the overall ``temperature`` only, and warns as
+  ``SampleCollector``.
+  """
+  monitor = SamplerMonitor(burnin_epochs=burnin_epochs)
+  monitor._internal = True  # pylint: disable=protected-access
+  monitor._name = 'SampleCollector'  # pylint: disable=protected-access
+  return monitor

@@ -129,6 +129,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
   nonfinite_checked_after_batch = False
   # Set by `SamplerMonitor`: in-graph sums it reads once per epoch.
   monitor_state = None
+  monitor_owner = None  # The `SamplerMonitor` reading `monitor_state` in `fit`.
   # Set by `SampleCollector` and `SamplerMonitor` (`keras/regime.py`).
   regime_state = None
 
@@ -473,7 +474,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     out = self._algorithm.update(
         parts, target_grads, new_pstate, momentum, full_gamma, learning_rate,
         temperature, noise_seed, 0, noise_scale, gradient_scale=-n,
-        ratios=self.regime_state is not None)
+        ratios=self.regime_state is not None or self.monitor_state is not None)
     new_parts, new_momentum = out[:2]
     # A NaN/Inf in the gradient, Γ or metric reaches the new weights, so
     # checking those is enough; the step is committed or skipped as a whole.
@@ -491,10 +492,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         ok = tf.identity(ok)
     new_state = tf.nest.flatten((new_pstate, new_momentum))
     if self.monitor_state is not None:
-      self.monitor_state.accumulate(
-          parts, target_grads,
-          self.preconditioner.apply(new_pstate, target_grads, 0),
-          learning_rate, ok, index)
+      self.monitor_state.accumulate(parts, target_grads, out[3],
+                                    learning_rate, ok, index)
     if self.regime_state is not None:
       self.regime_state.accumulate(out[2], ok)
 

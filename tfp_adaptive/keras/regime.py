@@ -91,12 +91,15 @@ class RegimeState(object):
     if len(self._checked[2]) < 2:
       return
     regime = self._numbers(optimizer, self._checked[0], self._checked[1])
-    # With a `SamplerMonitor` attached, its temperature judges the bias
-    # that the regime numbers only predict.
-    messages = regime_lib.advice(regime, optimizer.hyperparameter_names,
-                                 'learning_rate', optimizer.preconditioner,
-                                 stochastic,
-                                 estimates=optimizer.monitor_state is None)
+    # With a thermometer reading this fit (`SamplerMonitor`, or the
+    # collector's own), the temperature judges the bias that the regime
+    # numbers only predict. With reshuffled minibatches it subtracts the
+    # step's own heating, and `drift_ratio` stays the judge of the step.
+    owner = optimizer.monitor_owner
+    messages = regime_lib.advice(
+        regime, optimizer.hyperparameter_names, 'learning_rate',
+        optimizer.preconditioner, stochastic, estimates=owner is None,
+        step_estimate=owner is None or not owner.sees_step_heating())
     for message in messages:
       warnings.warn('%s (epoch %d): %s' % (type(optimizer).__name__,
                                            epoch + 1, message))

@@ -219,7 +219,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           noise_seed=noise_seed, noise=self.algorithm.noise,
           adapting=self.algorithm.adapting(prev.step))
       h = schedules.evaluate(self.step_size, prev.step)
-      new_parts, momentum, norms = self.algorithm.update(
+      new_parts, momentum, norms, _ = self.algorithm.update(
           parts, grads, pstate, prev.momentum, gamma, h, p['temperature'],
           noise_seed, batch_ndims,
           noise_scale=schedules.noise_scale(self.step_size, prev.step),
