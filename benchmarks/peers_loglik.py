@@ -1,4 +1,4 @@
-"""Time to a held-out log-likelihood: BlackJAX's sgld against our SGLD and corrected PSGLD.
+"""Time to a held-out log-likelihood: BlackJAX's sgld, sghmc and sgnht against our SGLD, SGHMC, SGNHT and corrected PSGLD.
 
 The posterior of an MLP 64-100-100-10 (softmax likelihood, ``N(0, 1)``
 prior) on scikit-learn's digits (1,300 training images, 497 held out),
@@ -7,6 +7,12 @@ started from the same weights:
 
 - BlackJAX ``sgld`` (``θ + ε ∇û + sqrt(2ε) ξ``, with ``ε = h/2``, the same
   chain law as our SGLD at ``h``), in `jax.lax.scan`;
+- BlackJAX ``sghmc`` (its default 10 integration steps a call, the
+  momentum drawn afresh at each call, one minibatch a call) and ``sgnht``
+  at ``ε = h/2``, friction and thermostat ``alpha = 0.01``, beside our
+  `SGHMC` (friction 0.01, the velocity kept throughout) and `SGNHT`
+  (``diffusion=0.01``) at ``h``; a row per gradient evaluation, so that a
+  chunk of 100 steps is 100 gradients on every side;
 - our `SGLD` kernel at the same ``h``, and our corrected `PSGLD` at
   ``h_psgld`` with ``diagonal_bias=1`` (the kernels' gradient is the
   whole-data ``∇û``, whose squares dwarf 1 in every direction that moves,
@@ -47,29 +53,47 @@ def _test_probs(params, xt):
   return p / p.sum(-1, keepdims=True)
 
 
-def blackjax_chunk(x, y, h):
-  """``run(params, key) -> params`` of `CHUNK` BlackJAX sgld steps (compiled)."""
+def blackjax_chunk(x, y, h, algorithm='sgld'):
+  """``run(params, key) -> params`` of `CHUNK` gradients of BlackJAX's `algorithm` (compiled).
+
+  `algorithm`: ``'sgld'``, ``'sghmc'`` (`CHUNK / 10` calls of 10
+  integration steps) or ``'sgnht'``.
+  """
   import blackjax  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   n = len(x)
   xj, yj = jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.int32)
-  sgld = blackjax.sgld(blackjax.sgmcmc.gradients.grad_estimator(
-      *peers.jax_log_densities(), n))
+  grad = blackjax.sgmcmc.gradients.grad_estimator(*peers.jax_log_densities(),
+                                                  n)
+  per_call = 10 if algorithm == 'sghmc' else 1
+  sampler = {'sgld': lambda: blackjax.sgld(grad),
+             'sghmc': lambda: blackjax.sghmc(grad, num_integration_steps=10),
+             'sgnht': lambda: blackjax.sgnht(grad)}[algorithm]()
 
   @jax.jit
-  def run(params, key):
-    def body(pos, k):
+  def run(carry, key):
+    def body(c, k):
       k_batch, k_step = jax.random.split(k)
       rows = jax.random.randint(k_batch, (BATCH,), 0, n)
-      return sgld.step(k_step, pos, (xj[rows], yj[rows]), h / 2.), None
-    return jax.lax.scan(body, params, jax.random.split(key, CHUNK))[0]
+      return sampler.step(k_step, c, (xj[rows], yj[rows]), h / 2.), None
+    return jax.lax.scan(body, carry,
+                        jax.random.split(key, CHUNK // per_call))[0]
 
-  def chunk(params, i):
-    out = run(params, jax.random.fold_in(jax.random.PRNGKey(0), i))
+  def chunk(carry, i):
+    out = run(carry, jax.random.fold_in(jax.random.PRNGKey(0), i))
     return jax.block_until_ready(out)
-  return chunk, lambda w: [jnp.asarray(a) for a in w], (
-      lambda p: [np.asarray(a) for a in p])
+
+  def start(weights):
+    params = [jnp.asarray(a) for a in weights]
+    if algorithm == 'sgnht':
+      return sampler.init(params, jax.random.PRNGKey(0))
+    return params
+
+  def to_numpy(carry):
+    params = carry.position if algorithm == 'sgnht' else carry
+    return [np.asarray(a) for a in params]
+  return chunk, start, to_numpy
 
 
 def ours_chunk(x, y, kernel_name, h):
@@ -92,10 +116,13 @@ def ours_chunk(x, y, kernel_name, h):
   target = tfa.minibatch.MinibatchLogProb(
       loglik, (tf.constant(x, tf.float32), tf.constant(y, tf.int32)), BATCH,
       log_prior_fn=logprior)
-  if kernel_name == 'SGLD':
-    kernel = tfa.mcmc.SGLD(target, h)
-  else:
-    kernel = tfa.mcmc.PSGLD(target, h, gamma='corrected', diagonal_bias=1.)
+  kernel = {
+      'SGLD': lambda: tfa.mcmc.SGLD(target, h),
+      'SGHMC': lambda: tfa.mcmc.SGHMC(target, h, friction=0.01),
+      'SGNHT': lambda: tfa.mcmc.SGNHT(target, h, diffusion=0.01),
+      'PSGLD': lambda: tfa.mcmc.PSGLD(target, h, gamma='corrected',
+                                      diagonal_bias=1.),
+  }[kernel_name]()
 
   @tf.function(jit_compile=True, autograph=False)
   def run(state, results, i):
@@ -165,12 +192,15 @@ def main():
   x, y, xt, yt = common.load_dataset('digits')
   x, xt = x.astype(np.float32), xt.astype(np.float32)
   chunks = 12 if args.quick else 200
-  runs = {
-      'BlackJAX sgld (h = %g)' % args.h: blackjax_chunk(x, y, args.h),
-      'ours SGLD (h = %g)' % args.h: ours_chunk(x, y, 'SGLD', args.h),
-      'ours PSGLD corrected (h = %g)' % args.h_psgld: ours_chunk(
-          x, y, 'PSGLD', args.h_psgld),
-  }
+  runs = {}
+  for peer, ours in (('sgld', 'SGLD'), ('sghmc', 'SGHMC'), ('sgnht', 'SGNHT')):
+    if args.quick and peer != 'sgld':
+      continue  # CI: that both sides run.
+    runs['BlackJAX %s (h = %g)' % (peer, args.h)] = blackjax_chunk(
+        x, y, args.h, peer)
+    runs['ours %s (h = %g)' % (ours, args.h)] = ours_chunk(x, y, ours, args.h)
+  runs['ours PSGLD corrected (h = %g)' % args.h_psgld] = ours_chunk(
+      x, y, 'PSGLD', args.h_psgld)
   rows, curves, times = [], {}, []
   seeds = 1 if args.quick else 3
   for name, (chunk, start, to_numpy) in runs.items():
@@ -191,20 +221,30 @@ def main():
                  '%.0f' % median(1) if median(1) else '',
                  '%.4f' % np.mean(finals), '%.3f ms' % (1e3 * np.min(per_step))])
     print(rows[-1], flush=True)
-  for r, t in zip(rows, times):
-    r.append('%.2f' % (t / times[0]) if t and times[0] else '')
+  twin = None  # Each of ours against the BlackJAX row just before it.
+  for name, r, t in zip(runs, rows, times):
+    if name.startswith('BlackJAX'):
+      twin = t
+    if name.startswith('ours PSGLD'):
+      twin = times[0]  # BlackJAX's sgld.
+    r.append('%.2f' % (t / twin) if t and twin else '')
   plot(curves, args.target, os.path.join(out, 'peers_loglik.png'))
   common.write_table(
       os.path.join(out, 'peers_loglik.md'),
       'Time to a held-out log-likelihood of %g (%s)'
       % (args.target, 'quick' if args.quick else 'full'),
       ['sampler', 'time to target (median)', 'steps to target (median)',
-       'final held-out LL (mean)', 'time / step', 'time × BlackJAX\'s'],
+       'final held-out LL (mean)', 'time / step',
+       'time × its BlackJAX twin'],
       rows,
       'MLP 64-100-100-10 on digits, minibatch 100, %d chunks of %d steps, '
       'the running ensemble from chunk %d; %d chains (seeds) per sampler, '
-      'medians over them; times: compiled chunks only. The figure shows '
-      'the first chain of each.' % (chunks, CHUNK, args.burnin, seeds))
+      'medians over them; times: compiled chunks only. SGHMC and SGNHT: '
+      'friction and thermostat 0.01; BlackJAX\'s sghmc draws a fresh '
+      'momentum every 10 gradients. The last column: each of ours against '
+      'the BlackJAX row above it (corrected PSGLD against sgld\'s). The '
+      'figure shows the first chain of each.'
+      % (chunks, CHUNK, args.burnin, seeds))
 
 
 def plot(curves, target, path):

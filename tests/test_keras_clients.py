@@ -159,7 +159,10 @@ def test_subclassed_model_saved_and_loaded_into_an_unbuilt_model(
   model.compile(optimizer=_psgld(len(x)), loss=keras.losses.SparseCategoricalCrossentropy(
       from_logits=True))
   collector = tfa.keras.SampleCollector(burnin=40, thinning=20)
-  model.fit(x, y, batch_size=64, epochs=3, verbose=0, callbacks=[collector])
+  history = model.fit(x, y, batch_size=64, epochs=3, verbose=0,
+                      callbacks=[collector])
+  # The collector's thermometer starts after the step that built the model.
+  assert len(history.history['temperature']) == 2, history.history
   ens = collector.ensemble
   expected = ens.evaluate(xt, yt)
   ens.save(str(tmp_path / 'ens'))

@@ -271,6 +271,8 @@ class SampleCollector(keras.callbacks.Callback):
       self.save_checkpoint()
 
   def on_train_batch_end(self, batch, logs=None):
+    if self._thermometer is not None:
+      self._thermometer.on_train_batch_end(batch, logs)
     step = int(self.model.optimizer.iterations.numpy())
     last = step - 1 if self._last_step is None else self._last_step
     skipped = self._check_nonfinite(step - last)

@@ -199,6 +199,22 @@ class SamplerMonitor(keras.callbacks.Callback):
         self._internal or not owner._internal):  # pylint: disable=protected-access
       return  # Another thermometer reads this run (one per optimizer).
     opt.monitor_owner = self
+    self._state = None
+    if self.validation_data is not None and self._running is None:
+      self._val = ensemble_lib.validation_arrays(self.validation_data)
+      self._likelihood = ensemble_lib.resolve_likelihood(self.model, None,
+                                                         None, None)
+    if not self.model.trainable_variables:
+      return  # A subclassed model builds in its first step: start after it.
+    self._start(opt)
+
+  def on_train_batch_end(self, batch, logs=None):
+    opt = self.model.optimizer
+    if self._state is None and self._owns(opt):
+      self._start(opt)
+
+  def _start(self, opt):
+    """The in-graph sums and the layers, once the model has its variables."""
     if not opt.built:
       opt.build(self.model.trainable_variables)
     self._variables = list(opt._trainable_variables)  # pylint: disable=protected-access  # The optimizer's order.
@@ -212,15 +228,11 @@ class SamplerMonitor(keras.callbacks.Callback):
       parts = v.path.split('/')
       self._layers.setdefault(parts[-2] if len(parts) > 1 else parts[0],
                               []).append(k)
-    if self.validation_data is not None and self._running is None:
-      self._val = ensemble_lib.validation_arrays(self.validation_data)
-      self._likelihood = ensemble_lib.resolve_likelihood(self.model, None,
-                                                         None, None)
 
   def on_epoch_end(self, epoch, logs=None):
     logs = logs if logs is not None else {}
     opt = self.model.optimizer
-    if not self._owns(opt):
+    if not self._owns(opt) or self._state is None:
       return
     # The centre: the mean of the epochs from the second half of burn-in
     # on, moved during burn-in and then only after `window`, 2·window,
