@@ -9,10 +9,12 @@ started from the same weights:
   chain law as our SGLD at ``h``), in `jax.lax.scan`;
 - BlackJAX ``sghmc`` (its default 10 integration steps a call, the
   momentum drawn afresh at each call, one minibatch a call) and ``sgnht``
-  at ``ε = h/2``, friction and thermostat ``alpha = 0.01``, beside our
+  at ``ε = h_m/2``, friction and thermostat ``alpha = 0.01``, beside our
   `SGHMC` (friction 0.01, the velocity kept throughout) and `SGNHT`
-  (``diffusion=0.01``) at ``h``; a row per gradient evaluation, so that a
-  chunk of 100 steps is 100 gradients on every side;
+  (``diffusion=0.01``) at ``h_m``; a velocity carries the chain about
+  ``1/friction`` steps' worth of SGLD moves, so ``h_m = 0.01 h`` moves it
+  as far per gradient as SGLD at ``h`` (at ``h`` itself every momentum
+  chain runs away); a chunk of 100 steps is 100 gradients on every side;
 - our `SGLD` kernel at the same ``h``, and our corrected `PSGLD` at
   ``h_psgld`` with ``diagonal_bias=1`` (the kernels' gradient is the
   whole-data ``∇û``, whose squares dwarf 1 in every direction that moves,
@@ -174,6 +176,8 @@ def trajectory(chunk, start, to_numpy, xt, yt, chunks, burnin, seed=0):
 def main():
   p = common.parser(__doc__.splitlines()[0])
   p.add_argument('--h', type=float, default=1e-4, help='SGLD step h')
+  p.add_argument('--h-momentum', type=float, default=1e-6,
+                 help='SGHMC and SGNHT step h (friction 0.01)')
   p.add_argument('--h-psgld', type=float, default=1e-3,
                  help='corrected PSGLD step h')
   p.add_argument('--target', type=float, default=-0.08,
@@ -196,9 +200,9 @@ def main():
   for peer, ours in (('sgld', 'SGLD'), ('sghmc', 'SGHMC'), ('sgnht', 'SGNHT')):
     if args.quick and peer != 'sgld':
       continue  # CI: that both sides run.
-    runs['BlackJAX %s (h = %g)' % (peer, args.h)] = blackjax_chunk(
-        x, y, args.h, peer)
-    runs['ours %s (h = %g)' % (ours, args.h)] = ours_chunk(x, y, ours, args.h)
+    h = args.h if peer == 'sgld' else args.h_momentum
+    runs['BlackJAX %s (h = %g)' % (peer, h)] = blackjax_chunk(x, y, h, peer)
+    runs['ours %s (h = %g)' % (ours, h)] = ours_chunk(x, y, ours, h)
   runs['ours PSGLD corrected (h = %g)' % args.h_psgld] = ours_chunk(
       x, y, 'PSGLD', args.h_psgld)
   rows, curves, times = [], {}, []
