@@ -209,7 +209,8 @@ def main():
       'MLP 784-400-400-10, fixed minibatch of 100, N = 60000; JAX %s, '
       'BlackJAX %s; best of interleaved rounds. Goals: our SGLD ≤ 1.0× '
       'BlackJAX sgld, our SGHMC and SGNHT ≤ 1.0× their BlackJAX twins (per '
-      'gradient; friction and thermostat 0.01 on both sides), corrected '
+      'gradient; ours at friction and thermostat 0.01, BlackJAX at its '
+      'default alpha 0.01: the same work per gradient), corrected '
       'PSGLD ≤ 2×; Rademacher SGLD ≤ 1.1× Keras SGD.'
       % (jax.__version__, blackjax.__version__))
 

@@ -9,9 +9,10 @@ started from the same weights:
   chain law as our SGLD at ``h``), in `jax.lax.scan`;
 - BlackJAX ``sghmc`` (its default 10 integration steps a call, the
   momentum drawn afresh at each call, one minibatch a call) and ``sgnht``
-  at ``ε = h_m/2``, friction and thermostat ``alpha = 0.01``, beside our
-  `SGHMC` (friction 0.01, the velocity kept throughout) and `SGNHT`
-  (``diffusion=0.01``) at ``h_m``; a velocity carries the chain about
+  at ``step_size = ε = sqrt(h_m/2)`` and ``alpha = 0.01/ε`` (the same
+  diffusion, docs "The mathematics"), beside our `SGHMC` (friction 0.01,
+  the velocity kept throughout) and `SGNHT` (``diffusion=0.01``) at
+  ``h_m``; a velocity carries the chain about
   ``1/friction`` steps' worth of SGLD moves, so ``h_m = 0.01 h`` moves it
   as far per gradient as SGLD at ``h`` (at ``h`` itself every momentum
   chain runs away); a chunk of 100 steps is 100 gradients on every side;
@@ -43,6 +44,7 @@ from benchmarks import common
 from benchmarks import peers
 
 SIZES, BATCH, CHUNK = (64, 100, 100, 10), 100, 100
+FRICTION = 0.01  # Per step; the thermostat's start and injected noise too.
 
 
 def _test_probs(params, xt):
@@ -69,16 +71,21 @@ def blackjax_chunk(x, y, h, algorithm='sgld'):
   grad = blackjax.sgmcmc.gradients.grad_estimator(*peers.jax_log_densities(),
                                                   n)
   per_call = 10 if algorithm == 'sghmc' else 1
-  sampler = {'sgld': lambda: blackjax.sgld(grad),
-             'sghmc': lambda: blackjax.sghmc(grad, num_integration_steps=10),
-             'sgnht': lambda: blackjax.sgnht(grad)}[algorithm]()
+  # BlackJAX's step size: ε = h/2 for sgld; ε = sqrt(h/2) and a friction
+  # rate 0.01/ε for the momentum samplers (our friction 0.01 per step).
+  eps = h / 2. if algorithm == 'sgld' else (h / 2.) ** 0.5
+  sampler = {
+      'sgld': lambda: blackjax.sgld(grad),
+      'sghmc': lambda: blackjax.sghmc(grad, num_integration_steps=10,
+                                      alpha=FRICTION / eps),
+      'sgnht': lambda: blackjax.sgnht(grad, alpha=FRICTION / eps)}[algorithm]()
 
   @jax.jit
   def run(carry, key):
     def body(c, k):
       k_batch, k_step = jax.random.split(k)
       rows = jax.random.randint(k_batch, (BATCH,), 0, n)
-      return sampler.step(k_step, c, (xj[rows], yj[rows]), h / 2.), None
+      return sampler.step(k_step, c, (xj[rows], yj[rows]), eps), None
     return jax.lax.scan(body, carry,
                         jax.random.split(key, CHUNK // per_call))[0]
 
@@ -120,8 +127,8 @@ def ours_chunk(x, y, kernel_name, h):
       log_prior_fn=logprior)
   kernel = {
       'SGLD': lambda: tfa.mcmc.SGLD(target, h),
-      'SGHMC': lambda: tfa.mcmc.SGHMC(target, h, friction=0.01),
-      'SGNHT': lambda: tfa.mcmc.SGNHT(target, h, diffusion=0.01),
+      'SGHMC': lambda: tfa.mcmc.SGHMC(target, h, friction=FRICTION),
+      'SGNHT': lambda: tfa.mcmc.SGNHT(target, h, diffusion=FRICTION),
       'PSGLD': lambda: tfa.mcmc.PSGLD(target, h, gamma='corrected',
                                       diagonal_bias=1.),
   }[kernel_name]()
@@ -244,7 +251,8 @@ def main():
       'MLP 64-100-100-10 on digits, minibatch 100, %d chunks of %d steps, '
       'the running ensemble from chunk %d; %d chains (seeds) per sampler, '
       'medians over them; times: compiled chunks only. SGHMC and SGNHT: '
-      'friction and thermostat 0.01; BlackJAX\'s sghmc draws a fresh '
+      'friction and thermostat 0.01 a step (BlackJAX: `alpha = 0.01/ε` at '
+      '`step_size = ε = sqrt(h/2)`); BlackJAX\'s sghmc draws a fresh '
       'momentum every 10 gradients. The last column: each of ours against '
       'the BlackJAX row above it (corrected PSGLD against sgld\'s). The '
       'figure shows the first chain of each.'

@@ -59,8 +59,10 @@ def hamiltonian_step(parts, velocity, drift, noise, step_size, friction,
 
   With ``η = h/2`` and ``S = I`` this is Chen et al.'s practical form (their
   learning rate ``η``, friction ``α = ηC`` and noise estimate
-  ``β̂ = ηB̂/2``) and BlackJAX's ``sghmc(alpha, beta)`` at
-  ``step_size = η``. The velocity is ``v = η r`` for a momentum ``r`` of
+  ``β̂ = ηB̂/2``); BlackJAX's ``sghmc`` integrates the same diffusion with
+  ``step_size = sqrt(η)`` and a friction rate ``alpha = α/sqrt(η)``, the
+  position moved before the momentum (docs, "The mathematics"). The
+  velocity is ``v = η r`` for a momentum ``r`` of
   mass ``I/η``; its stationary variance is ``η τ``. At ``α = 1`` and
   ``β̂ = 0`` the velocity is forgotten every step and the update is
   ``θ' = θ + (h/2)(M ∇û + τ c S Γ) + sqrt(h τ) S ξ``: SGLD's step (`langevin_step`)
@@ -111,9 +113,9 @@ def thermostat_step(parts, velocity, thermostat, drift, noise, step_size,
   thermostat is a friction that rises while the velocity's mean square is
   above its stationary value (the chain runs hot, e.g. from minibatch
   gradient noise of unknown size) and falls while it is below. With
-  ``η = h/2`` this is Ding et al.'s step and BlackJAX's
-  ``sgnht(alpha=A)`` at ``step_size = η``, except for the thermostat's
-  target: theirs is the continuous-time ``τη``; ``τh/(2 − ξ)`` is the
+  ``η = h/2`` this is Ding et al.'s step (BlackJAX's ``sgnht`` integrates
+  it with ``step_size = sqrt(η)`` and ``alpha = A/sqrt(η)``), except for
+  the thermostat's target: theirs is the continuous-time ``τη``; ``τh/(2 − ξ)`` is the
   stationary mean square of the discrete recursion of ``v`` at friction
   ``ξ``, which ``τη`` undershoots by the factor ``1 − ξ/2`` (the chain then
   samples cold; docs, "The mathematics").
@@ -123,7 +125,7 @@ def thermostat_step(parts, velocity, thermostat, drift, noise, step_size,
       `hamiltonian_step`.
     thermostat: ``ξ``, batch-shaped (one per chain).
     diffusion: ``A > 0``, the injected noise's friction (Ding et al.'s
-      ``A``; BlackJAX's ``alpha``).
+      ``A``; BlackJAX's ``alpha·step_size``).
     batch_ndims: number of leading chain axes.
     mean_square: optional callable mapping ``v'`` to ``‖v'‖²/D`` per chain,
       for a caller that sums it in one pass with other inner products

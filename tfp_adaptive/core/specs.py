@@ -86,8 +86,8 @@ _ADAPTATION = Hyperparameter(
 
 _FRICTION_DOC = (
     'α in (0, 1]: the share of the velocity lost per step (Chen et al.\'s '
-    '``ηC``; BlackJAX\'s ``alpha``). Lower keeps more momentum: longer '
-    'moves per gradient, more sensitive to gradient noise.')
+    '``ηC``; BlackJAX\'s ``alpha·step_size``). Lower keeps more momentum: '
+    'longer moves per gradient, more sensitive to gradient noise.')
 
 # Every Riemannian sampler's: `None` is Langevin dynamics; a number gives it
 # a velocity (preconditioned SGHMC, `diffusion.hamiltonian_step`).
@@ -206,13 +206,14 @@ SGHMC = SamplerSpec(
     'SGHMC', 'SGHMC',
     'Stochastic gradient Hamiltonian Monte Carlo (Chen, Fox & Guestrin '
     '2014), ``M = I``: ``v\' = (1 − α) v + (h/2) ∇û + sqrt((α − β̂) h τ) ξ``, '
-    '``θ\' = θ + v\'``. Chen et al.\'s learning rate ``η`` and BlackJAX\'s '
-    '``step_size`` are ``h/2``; at ``friction=1`` the step is SGLD\'s.',
+    '``θ\' = θ + v\'``. Chen et al.\'s learning rate ``η`` is ``h/2`` and '
+    'BlackJAX\'s ``step_size`` ``sqrt(h/2)`` (docs, "The mathematics"); at '
+    '``friction=1`` the step is SGLD\'s.',
     (Hyperparameter('friction', 0.1, _FRICTION_DOC),
      Hyperparameter('gradient_noise', 0.,
                     'β̂ in [0, friction): the estimate of the minibatch '
                     'gradient\'s noise in the velocity (Chen et al.\'s '
-                    '``ηB̂/2``; BlackJAX\'s ``beta``), subtracted from the '
+                    '``ηB̂/2``), subtracted from the '
                     'injected noise.')),
     algorithms.sghmc, False)
 
@@ -221,13 +222,13 @@ SGNHT = SamplerSpec(
     'Stochastic gradient Nosé–Hoover thermostat (Ding et al. 2014), ``M = '
     'I``: SGHMC whose friction ``ξ`` (one per chain) adapts, '
     '``v\' = (1 − ξ) v + (h/2) ∇û + sqrt(A h τ) ζ``, ``θ\' = θ + v\'``, '
-    '``ξ\' = ξ + ‖v\'‖²/D − τ h/2``. The thermostat absorbs gradient noise '
-    'of unknown size. Ding et al.\'s ``h`` and BlackJAX\'s ``step_size`` are '
-    '``h/2`` here.',
+    '``ξ\' = ξ + ‖v\'‖²/D − τh/(2 − ξ)``. The thermostat absorbs gradient '
+    'noise of unknown size. Ding et al.\'s ``h`` is ``h/2`` here and '
+    'BlackJAX\'s ``step_size`` ``sqrt(h/2)`` (docs, "The mathematics").',
     (Hyperparameter('diffusion', 0.01,
                     'A > 0: the injected noise (variance ``A h τ``) and the '
                     'thermostat\'s start (Ding et al.\'s ``A``; BlackJAX\'s '
-                    '``alpha``).'),),
+                    '``alpha·step_size``).'),),
     algorithms.sgnht, False)
 
 SPECS = (SGLD, PSGLD, WENZEL, MONGE, SHAMPOO, ADAM_SGLD, SGHMC, SGNHT)

@@ -47,7 +47,7 @@ from tfp_adaptive.keras import optimizer_base
 from tfp_adaptive.keras import predictive
 from tfp_adaptive.keras import regime
 
-__all__ = ['MonitorState', 'SamplerMonitor', 'collector_thermometer']
+__all__ = ['MonitorState', 'SamplerMonitor']
 
 
 class MonitorState(object):
