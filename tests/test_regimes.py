@@ -225,6 +225,28 @@ def test_the_collector_reads_the_temperature_of_a_biased_metric(gamma):
     assert not told and not [m for m in said if 'drift_ratio' in m], said
 
 
+@pytest.mark.parametrize('monitor_first', [True, False])
+def test_one_thermometer_per_fit_a_monitor_takes_over(monitor_first):
+  """With a `SamplerMonitor` in the same `fit`, in either order, the monitor reads and the collector's own thermometer stays idle."""
+  model, x, y = _linear_model()
+  model.compile(tfa.keras.optimizers.SGLD(1e-4, data_size=200, seed=0),
+                'mse')
+  collector = tfa.keras.SampleCollector()
+  monitor = tfa.keras.SamplerMonitor(burnin_epochs=1)
+  callbacks = [monitor, collector] if monitor_first else [collector, monitor]
+  history = model.fit(x, y, batch_size=20, epochs=3, verbose=0,
+                      callbacks=callbacks)
+  assert len(history.history['temperature']) == 2
+  assert any(k.startswith('temperature/') for k in history.history)
+  assert not collector._thermometer.temperatures  # pylint: disable=protected-access
+  assert model.optimizer.monitor_owner is None  # Released at the end.
+  # The next fit without the monitor: the collector's thermometer reads.
+  history = model.fit(x, y, batch_size=20, epochs=3, verbose=0,
+                      callbacks=[collector])
+  assert len(history.history['temperature']) == 2
+  assert not any(k.startswith('temperature/') for k in history.history)
+
+
 def test_step_size_calibration_reaches_its_target():
   model, x, y = _linear_model(1000)
   model.compile(tfa.keras.optimizers.PSGLD(1e-2, data_size=1000, seed=0,

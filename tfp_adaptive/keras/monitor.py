@@ -188,6 +188,7 @@ class SamplerMonitor(keras.callbacks.Callback):
   # collector's name.
   _internal = False
   _name = 'SamplerMonitor'
+  _claimed_at = None
 
   def _owns(self, opt):
     return getattr(opt, 'monitor_owner', None) is self
@@ -195,10 +196,15 @@ class SamplerMonitor(keras.callbacks.Callback):
   def on_train_begin(self, logs=None):
     opt = optimizer_base.sampler_of(self.model, self._name)
     owner = getattr(opt, 'monitor_owner', None)
-    if owner is not None and owner is not self and (
+    now = int(np.asarray(opt.iterations))
+    # An owner that claimed the optimizer at another step belongs to a fit
+    # that ended without `on_train_end` (an exception): stale.
+    current = owner is not None and owner._claimed_at == now  # pylint: disable=protected-access
+    if current and owner is not self and (
         self._internal or not owner._internal):  # pylint: disable=protected-access
       return  # Another thermometer reads this run (one per optimizer).
     opt.monitor_owner = self
+    self._claimed_at = now
     self._state = None
     if self.validation_data is not None and self._running is None:
       self._val = ensemble_lib.validation_arrays(self.validation_data)
