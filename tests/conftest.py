@@ -24,6 +24,17 @@ def stat_scale():
   return float(os.environ.get('TFPA_STAT_SCALE', '1'))
 
 
+def full_size_only():
+  """`pytest.param` marks for cases that run only with ``TFPA_STAT_SCALE > 1``.
+
+  CI runs each sampler's statistical tests at reduced size, some of their
+  variants only at full size (the statistical flag).
+  """
+  import pytest  # pylint: disable=g-import-not-at-top
+  return pytest.mark.skipif(stat_scale() <= 1.,
+                            reason='full size only (TFPA_STAT_SCALE > 1)')
+
+
 def pytest_configure(config):
   config.addinivalue_line('markers', 'statistical: seeded Monte Carlo tests '
                           '(size set by TFPA_STAT_SCALE)')

@@ -70,7 +70,8 @@ def test_friction_one_without_gamma_is_the_langevin_sampler(name):
   cls = getattr(tfa.mcmc, name)
   run = lambda k: tfa.mcmc.sample(k, [tf.ones([4, 3]), tf.ones([4])],
                                   num_results=15, seed=(3, 4), progress=False,
-                                  check_temperature=False)[0]
+                                  check_temperature=False,
+                                  jit_compile=False)[0]
   out = [run(cls(target, 0.2, gamma='none', friction=f, **METRICS[name]))
          for f in (1., None)]
   for a, b in zip(*out):

@@ -20,7 +20,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_adaptive as tfa
-from tests.conftest import stat_scale
+from tests.conftest import full_size_only, stat_scale
 
 GROUPS = 20
 
@@ -100,8 +100,15 @@ GAUSS_KERNELS = {
 }
 
 
+# Preconditioned SGHMC in the metrics the 1-D tests cover too: full size
+# only (the statistical flag); PSGLD's and Monge's run in CI.
+_FULL_SIZE_ONLY = ('wenzel_sghmc', 'shampoo_sghmc')
+
+
 @pytest.mark.statistical
-@pytest.mark.parametrize('name', sorted(GAUSS_KERNELS))
+@pytest.mark.parametrize('name', [
+    pytest.param(n, marks=(full_size_only(),) if n in _FULL_SIZE_ONLY else ())
+    for n in sorted(GAUSS_KERNELS)])
 def test_correlated_gaussian(name):
   chains = int(2000 * stat_scale()) // GROUPS * GROUPS
   init = np.random.RandomState(0).multivariate_normal(MEAN, COV, chains)

@@ -14,7 +14,7 @@ import pytest
 import tfp_adaptive as tfa
 from tfp_adaptive import diagnostics
 from tests import stationary
-from tests.conftest import stat_scale
+from tests.conftest import full_size_only, stat_scale
 
 H = 1e-3
 BIAS = 1.0  # stability constant: keeps M bounded so h = 1e-3 is "small".
@@ -102,9 +102,18 @@ def test_stationary_density_per_gamma_mode(sampler, mode):
 FRICTION = 0.03
 
 
+def _momentum_cases():
+  """Every metric × mode; in CI (scale 1) every mode of PSGLD and the corrected Γ of the others."""
+  for sampler in sorted(SAMPLERS):
+    for mode in ('none', 'original', 'corrected'):
+      marks = (() if sampler == 'psgld' or mode == 'corrected'
+               else (full_size_only(),))
+      yield pytest.param(sampler, mode, marks=marks,
+                         id='%s-%s' % (mode, sampler))
+
+
 @pytest.mark.statistical
-@pytest.mark.parametrize('sampler', sorted(SAMPLERS))
-@pytest.mark.parametrize('mode', ['none', 'original', 'corrected'])
+@pytest.mark.parametrize('sampler, mode', list(_momentum_cases()))
 def test_preconditioned_sghmc_density_per_gamma_mode(sampler, mode):
   """With a velocity, Γ is the divergence of ``M^{1/2}``: ``p·M^-1/2``, ``p·M^-α/2``, ``p``.
 
