@@ -7,8 +7,8 @@ import numpy as np
 
 from tfp_adaptive import diagnostics
 
-__all__ = ['binned', 'load_dataset', 'markdown_table', 'mlp', 'out_dir',
-           'parser', 'write_table']
+__all__ = ['binned', 'load_dataset', 'markdown_table', 'mean_se', 'mlp',
+           'out_dir', 'parser', 'write_table']
 
 EDGES = np.arange(-4.5, 4.5001, 0.1)
 
@@ -66,6 +66,13 @@ def out_dir(path):
 def binned(density, edges=EDGES):
   """Bin probabilities of an unnormalised 1-D density."""
   return diagnostics.bin_probabilities(density, edges)
+
+
+def mean_se(values):
+  """``(mean, standard error)`` of independent values (error 0 for one)."""
+  values = np.asarray(values, np.float64)
+  se = np.std(values, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else 0.
+  return float(np.mean(values)), float(se)
 
 
 def markdown_table(header, rows):

@@ -163,11 +163,8 @@ def digits(epochs, cycles, lr0, seeds, batch_size=32, quick=False):
   return rows
 
 
-def _mean_se(values):
-  values = np.asarray(values, np.float64)
-  se = (np.std(values, ddof=1) / np.sqrt(len(values)) if len(values) > 1
-        else 0.)
-  return '%.3g ± %.2g' % (float(np.mean(values)), float(se))
+def _cell(values):
+  return '%.3g ± %.2g' % common.mean_se(values)
 
 
 def main():
@@ -184,13 +181,13 @@ def main():
   dig = digits(epochs, min(cycles, 6) if not args.quick else 2, lr0, seeds,
                quick=args.quick)
   rows = [['mixture of 25', r['sampler'], r['schedule'],
-           _mean_se(r['modes']), _mean_se(r['tv']), _mean_se(r['spread']),
+           _cell(r['modes']), _cell(r['tv']), _cell(r['spread']),
            '', '', '', '%.0f' % r['seconds']] for r in mix]
   for r in dig:
     runs = r['runs']
     rows.append(['digits MLP', r['sampler'], r['schedule'], '', '', '',
-                 _mean_se([m['log_likelihood'] for m in runs]),
-                 _mean_se([m['accuracy'] for m in runs]),
+                 _cell([m['log_likelihood'] for m in runs]),
+                 _cell([m['accuracy'] for m in runs]),
                  '%.0f' % np.mean([m['members'] for m in runs]),
                  '%.0f' % np.mean([m['seconds'] for m in runs])])
   note = (

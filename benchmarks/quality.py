@@ -174,16 +174,10 @@ def run(sets, quick, seeds):
   return results, first
 
 
-def _mean_se(values):
-  values = np.asarray(values, np.float64)
-  se = np.std(values, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else 0.
-  return float(np.mean(values)), float(se)
-
-
 def _cell(runs, key, digits=3):
   if key not in runs[0]:
     return ''
-  mean, se = _mean_se([r[key] for r in runs])
+  mean, se = common.mean_se([r[key] for r in runs])
   return '%.*f ± %.*f' % (digits, mean, digits, se)
 
 
@@ -193,7 +187,7 @@ def table_rows(results):
     lls = {}
     for method, runs in methods.items():
       regression = 'rmse' in runs[0]
-      lls[method] = _mean_se([r['log_likelihood'] for r in runs])
+      lls[method] = common.mean_se([r['log_likelihood'] for r in runs])
       rows.append([name, method, _cell(runs, 'log_likelihood'),
                    _cell(runs, 'rmse' if regression else 'accuracy'),
                    _cell(runs, 'coverage_90' if regression else 'ece'),

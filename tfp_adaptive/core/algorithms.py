@@ -231,13 +231,10 @@ class Algorithm(object):
           temperature, batch_ndims, mean_square)
       momentum = (velocity, thermostat)
     elif self.is_hamiltonian:
-      position_map = None
-      if not isinstance(self.preconditioner, preconditioners.Identity):
-        position_map = lambda v: self.preconditioner.apply_sqrt(
-            pstate, v, batch_ndims)
       new_parts, momentum = diffusion.hamiltonian_step(
           parts, momentum, drift, xi, step_size, self.friction,
-          self.gradient_noise, temperature, gamma, position_map)
+          self.gradient_noise, temperature, gamma,
+          lambda v: self.preconditioner.apply_sqrt(pstate, v, batch_ndims))
     else:
       new_parts = diffusion.langevin_step(parts, drift, xi, step_size,
                                           temperature, gamma)

@@ -16,8 +16,8 @@ stays small even for a posterior far narrower than its distance from the
 origin, while ``c`` hardly depends on the states it centres. With Keras'
 reshuffled minibatches the raw average is biased upwards, and the monitor
 subtracts an estimate (`SamplerMonitor`'s ``batches``). Per step it costs
-a sum and two dot products over the weights and the metric applied once
-more to the gradient, no extra gradient.
+a sum and two dot products over the weights: no extra gradient, and the
+step's own drift (``M∇û``) serves the reshuffling term.
 
 The per-epoch readings after burn-in are judged as the kernels' are
 (`tfp_adaptive.core.temperature.verdict`): a standard error from their
