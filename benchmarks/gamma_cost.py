@@ -82,22 +82,23 @@ def tfp_step_seconds(log_prob, theta0, budget):
       return _time(lambda: sess.run([grad, jac[0]]), budget)
 
 
-def ours_step_seconds(log_prob, theta0, estimator, budget):
+def ours_step_seconds(log_prob, theta0, estimator, budget, jit_compile=True):
   kernel = tfa.mcmc.PSGLD(log_prob, 1e-6, DECAY, BIAS, gamma='original',
                           gamma_estimator=estimator)
   state = tf.constant(theta0, tf.float32)
   results = kernel.bootstrap_results(state)
   step = tf.function(lambda s, r: kernel.one_step(s, r, seed=(1, 2)),
-                     jit_compile=True)
+                     jit_compile=jit_compile)
   return _time(lambda: float(step(state, results)[0][0]), budget)
 
 
 def tfp_versus_ours(quick, out):
   widths = [2] if quick else [2, 8, 32, 128, 512, 2048, 8192]
   methods = {'TFP diag_jacobian': tfp_step_seconds,
-             'ours exact': lambda *a: ours_step_seconds(*a[:2], 'exact', a[2]),
+             'ours exact': lambda *a: ours_step_seconds(
+                 *a[:2], 'exact', a[2], jit_compile=not quick),
              'ours Hutchinson': lambda *a: ours_step_seconds(
-                 *a[:2], 'hutchinson', a[2])}
+                 *a[:2], 'hutchinson', a[2], jit_compile=not quick)}
   budget = 0.1 if quick else 1.
   times = {m: [] for m in methods}
   rows = []
@@ -147,7 +148,8 @@ def main():
   ratios = {name: [] for name in samplers}
   for h in widths:
     for name, make in samplers.items():
-      t = speed.mlp_step_times(repeats, hidden=h, make_kernel=make)
+      t = speed.mlp_step_times(repeats, hidden=h, make_kernel=make,
+                               jit_compile=not args.quick)
       ratios[name].append(t['corrected'] / t['none'])
       rows.append([name, h, num_params(h), '%.2f ms' % (1e3 * t['none']),
                    '%.2f ms' % (1e3 * t['corrected']),

@@ -112,14 +112,15 @@ def configurations(data_size):
   }
 
 
-def build(make_opt, hidden, steps, hvp=False):
+def build(make_opt, hidden, steps, hvp=False, jit_compile=True):
   keras.utils.set_random_seed(0)
   model = keras.Sequential([keras.Input((784,)),
                             keras.layers.Dense(hidden, activation='relu'),
                             keras.layers.Dense(hidden, activation='relu'),
                             keras.layers.Dense(10, activation='softmax')])
   optimizer = make_opt()
-  model.compile(optimizer, 'sparse_categorical_crossentropy', jit_compile=True,
+  model.compile(optimizer, 'sparse_categorical_crossentropy',
+                jit_compile=jit_compile,
                 steps_per_execution=steps)
   if isinstance(optimizer, opt.SamplerOptimizer):
     tfa.keras.enable_gamma(model)
@@ -135,11 +136,13 @@ def measure(quick):
   if quick:  # CI: checks that it runs; the full run measures everything.
     configs = {k: configs[k] for k in ('SGD', 'SGD + noise',
                                        'PSGLD (corrected, Γ on 1/4 batch)')}
+  # --quick checks that every piece runs; XLA's compile would be most of it.
   return time_steps(configs, hidden, steps, rounds,
-                    instances=1 if quick else 3), hidden
+                    instances=1 if quick else 3,
+                    jit_compile=not quick), hidden
 
 
-def time_steps(configs, hidden, steps, rounds, instances):
+def time_steps(configs, hidden, steps, rounds, instances, jit_compile=True):
   """``{name: best seconds per step}`` of `fit` on the MLP, rounds interleaved.
 
   Each configuration is built `instances` times and the best kept: a
@@ -151,7 +154,8 @@ def time_steps(configs, hidden, steps, rounds, instances):
   x = rng.random((100, 784), np.float32)
   y = rng.integers(0, 10, 100)
   data = tf.data.Dataset.from_tensors((x, y)).repeat()
-  models = [(name, build(make, hidden, steps, hvp=name.endswith('HVP')))
+  models = [(name, build(make, hidden, steps, hvp=name.endswith('HVP'),
+                        jit_compile=jit_compile))
             for _ in range(instances) for name, make in configs.items()]
   for _, model in models:  # Compile and warm up.
     model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)

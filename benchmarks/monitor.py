@@ -22,7 +22,7 @@ import tfp_adaptive as tfa
 from benchmarks import common
 
 
-def _linear(optimizer, batch_size, epochs, burnin):
+def _linear(optimizer, batch_size, epochs, burnin, jit_compile=True):
   rng = np.random.default_rng(0)
   x = rng.normal(size=(1000, 50)).astype('float32')
   w = rng.normal(size=(50, 1)).astype('float32')
@@ -30,7 +30,7 @@ def _linear(optimizer, batch_size, epochs, burnin):
   keras.utils.set_random_seed(0)
   model = keras.Sequential([keras.Input((50,)), keras.layers.Dense(1)])
   tfa.keras.priors.add_gaussian_prior(model, data_size=1000, scale=1.)
-  model.compile(optimizer, 'mse', jit_compile=True)
+  model.compile(optimizer, 'mse', jit_compile=jit_compile)
   monitor = tfa.keras.SamplerMonitor(burnin_epochs=burnin, min_steps=200)
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
@@ -58,7 +58,9 @@ def temperatures(quick):
   out = []
   for name, optimizer, batch, epochs in runs:
     epochs = max(int(epochs * scale), 20)
-    values, warned = _linear(optimizer, batch, epochs, epochs // 2)
+    # --quick checks the code paths; XLA's compile would be most of its time.
+    values, warned = _linear(optimizer, batch, epochs, epochs // 2,
+                             jit_compile=not quick)
     out.append((name, values, epochs // 2, warned))
   return out
 
@@ -82,7 +84,7 @@ def overhead(quick):
     model = common.mlp(784, hidden)
     model.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=len(x),
                                              gamma='none', seed=0),
-                  'sparse_categorical_crossentropy', jit_compile=True)
+                  'sparse_categorical_crossentropy', jit_compile=not quick)
     models[name] = (model, callbacks)
   best = {name: np.inf for name in models}
   for _ in range(rounds + 1):  # The first round compiles.

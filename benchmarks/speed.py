@@ -65,11 +65,14 @@ def _psgld(log_prob, mode):
   return tfa.mcmc.PSGLD(log_prob, 1e-6, 0.99, 1e-8, gamma=mode)
 
 
-def mlp_step_times(inner, hidden=400, batch=100, make_kernel=_psgld):
+def mlp_step_times(inner, hidden=400, batch=100, make_kernel=_psgld,
+                   jit_compile=True):
   """Seconds per kernel step on an MLP 784-h-h-10 (Γ none/corrected).
 
   `inner` steps run in one XLA-compiled `tf.while_loop`, as in
-  `sample_chain`; the best of 5 such calls is kept.
+  `sample_chain`; the best of 5 such calls is kept. ``jit_compile=False``
+  (``--quick``) runs the same loop as a graph, which checks the code
+  without paying XLA's compile.
   """
   rng = np.random.RandomState(0)
   x = tf.constant(rng.randn(batch, 784), tf.float32)
@@ -94,7 +97,7 @@ def mlp_step_times(inner, hidden=400, batch=100, make_kernel=_psgld):
     kernel = make_kernel(log_prob, mode)
     results = kernel.bootstrap_results(params)
 
-    @tf.function(jit_compile=True)
+    @tf.function(jit_compile=jit_compile)
     def steps(state, results, seed, kernel=kernel):
       def body(i, state, results):  # `inner` steps in one compiled loop.
         state, results = kernel.one_step(state, results,
@@ -104,7 +107,7 @@ def mlp_step_times(inner, hidden=400, batch=100, make_kernel=_psgld):
                            (0, state, results))[1:]
     out[mode] = _seconds_per_call(steps, params, results) / inner
 
-  @tf.function(jit_compile=True)
+  @tf.function(jit_compile=jit_compile)
   def noise_only(state, unused_results, seed):
     def body(i, acc):
       z = tfa.core.noise.normal(params, tf.stack([seed, i]))
@@ -133,7 +136,8 @@ def main():
   chains, steps = (1000, 200) if args.quick else (100000, 2000)
   ours_rate = ours_chain_steps_per_second(chains, steps)
   hid = 50 if args.quick else 400
-  mlp = mlp_step_times(5 if args.quick else 20, hidden=hid)
+  mlp = mlp_step_times(5 if args.quick else 20, hidden=hid,
+                       jit_compile=not args.quick)
   rows = [
       ['1-D pSGLD, TFP optimizer (graph, 1 session.run/step)',
        '%.3g steps/s' % tfp_rate, '1'],

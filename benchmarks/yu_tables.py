@@ -132,7 +132,7 @@ def normalized_curvature_fn(model, iterations=10):
 
 
 def run_one(data, name, gamma, prior, lr, hidden, epochs, passes, burnin,
-            thinning, seed, curvature=True):
+            thinning, seed, curvature=True, jit_compile=True):
   x, y, xt, yt = data
   n = len(x)
   keras.backend.clear_session()  # Frees the previous runs' compiled steps.
@@ -142,7 +142,7 @@ def run_one(data, name, gamma, prior, lr, hidden, epochs, passes, burnin,
     tfa.keras.priors.add_horseshoe_prior(model, data_size=n)
   tfa.keras.priors.add_gaussian_prior(model, data_size=n)
   model.compile(make_optimizer(name, gamma, n, seed, lr),
-                'sparse_categorical_crossentropy', jit_compile=True,
+                'sparse_categorical_crossentropy', jit_compile=jit_compile,
                 steps_per_execution=10)  # Burn-in and thinning are x10.
   tfa.keras.enable_gamma(model)
   collector = tfa.keras.SampleCollector(burnin=burnin, thinning=thinning)
@@ -188,7 +188,8 @@ def tune(data, configs, priors, hidden, quick, out):
       scores = []
       for lr in grid:
         r = run_one(split, name, gamma, prior, lr, hidden, epochs, passes,
-                    burnin, thinning, 0, curvature=False)
+                    burnin, thinning, 0, curvature=False,
+                    jit_compile=not quick)
         ll = r['log_likelihood'] if r else -np.inf
         scores.append(ll if np.isfinite(ll) else -np.inf)
         print('  tune %s %s gamma=%s lr=%g: validation log-lik %.3f'
@@ -267,8 +268,10 @@ def main():
     print('[%d/%d] %s gamma=%s prior=%s' % (i + 1, len(configs), name, gamma,
                                             prior), flush=True)
     lr = learning_rate(rates[prior], name, gamma)
+    # --quick checks the path; XLA's compile would be most of its time.
     runs = [run_one(data, name, gamma, prior, lr, hidden, epochs, passes,
-                    burnin, thinning, s) for s in seeds]
+                    burnin, thinning, s, jit_compile=not args.quick)
+            for s in seeds]
     runs = [r for r in runs if r is not None]
     fmt = lambda k: ('%.3f ± %.3f' % (np.mean([r[k] for r in runs]),
                                       np.std([r[k] for r in runs]))

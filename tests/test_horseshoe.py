@@ -21,7 +21,8 @@ from benchmarks import calibration
 
 def _accuracy(prior, epochs):
   metrics, lr, _, _ = calibration.psgld('convnet', prior, epochs,
-                                        calibration_epochs=3)
+                                        calibration_epochs=3,
+                                        jit_compile=False)
   assert lr > 0
   return metrics['accuracy']
 

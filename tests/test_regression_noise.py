@@ -34,8 +34,7 @@ def _fit(head, loss, x, y, epochs=60):
   hidden = keras.layers.Dense(32, activation='tanh')(inputs)
   hidden = keras.layers.Dense(32, activation='tanh')(hidden)
   model = keras.Model(inputs, head(hidden))
-  model.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=N), loss=loss,
-                jit_compile=True)
+  model.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=N), loss=loss)
   collector = tfa.keras.SampleCollector(burnin=30, unit='epoch')
   model.fit(x, y, batch_size=50, epochs=epochs, verbose=0,
             callbacks=[collector])

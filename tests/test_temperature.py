@@ -91,7 +91,7 @@ def test_the_monitor_reads_a_small_model_within_ten_percent():
   model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
   tfa.keras.priors.add_gaussian_prior(model, data_size=n, scale=1.)
   model.compile(tfa.keras.optimizers.SGLD(1e-4, data_size=n, seed=0), 'mse',
-                jit_compile=True, steps_per_execution=20)
+                steps_per_execution=20)
   monitor = tfa.keras.SamplerMonitor(burnin_epochs=75)
   collector = tfa.keras.SampleCollector(burnin=75, unit='epoch')
   with warnings.catch_warnings(record=True) as caught:
