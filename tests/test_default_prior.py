@@ -32,10 +32,10 @@ def test_it_covers_the_weights_without_a_regularizer_and_says_so_once(caplog):
   assert len(lines) == 1, lines
   assert '3 of 4 variables' in lines[0] and 'second/kernel' in lines[0]
   assert 'first/kernel' not in lines[0]
-  # Variance 50/fan_in: fan_in 4 for the (4,) bias and the (4, 2) kernel,
+  # Variance 100/fan_in: fan_in 4 for the (4,) bias and the (4, 2) kernel,
   # 2 for the (2,) bias; the regularized kernel has none from the optimizer.
-  expected = [None, 1. / (50. / 4 * 10), 1. / (50. / 4 * 10),
-              1. / (50. / 2 * 10)]
+  expected = [None, 1. / (100. / 4 * 10), 1. / (100. / 4 * 10),
+              1. / (100. / 2 * 10)]
   got = opt._prior_precisions  # pylint: disable=protected-access
   assert got[0] is None
   np.testing.assert_allclose(got[1:], expected[1:], rtol=1e-12)
@@ -59,11 +59,11 @@ def test_flat_warns_on_keras_variables_without_a_prior_and_only_then():
 
 @pytest.mark.statistical
 def test_a_likelihood_that_ignores_the_weights_samples_the_default_prior():
-  """1000 weights of fan-in 2: each N(0, 25) under the prior, i.i.d.
+  """1000 weights of fan-in 2: each N(0, 50) under the prior, i.i.d.
 
-  SGLD with ``h = 1`` on a Gaussian of precision ``λ = 1/25`` has the
-  stationary variance ``1/(λ(1 - hλ/4))`` (1% above 25) and forgets its
-  start in ``1/(hλ) = 25`` steps; 600 steps leave none of it. The
+  SGLD with ``h = 1`` on a Gaussian of precision ``λ = 1/50`` has the
+  stationary variance ``1/(λ(1 - hλ/4))`` (0.5% above 50) and forgets its
+  start in ``1/(hλ) = 50`` steps; 600 steps leave none of it. The
   variance over the 1000 coordinates has a relative standard error of
   ``sqrt(2/1000)``. Without the prior the weights random-walk to a
   variance of about 600.
@@ -77,7 +77,7 @@ def test_a_likelihood_that_ignores_the_weights_samples_the_default_prior():
   model.fit(x, np.zeros((6000, 1), 'float32'), batch_size=10, epochs=1,
             verbose=0)
   w = model.weights[0].numpy().ravel()
-  lam, h = 1. / 25., 1.
+  lam, h = 1. / 50., 1.
   expected = 1. / (lam * (1. - h * lam / 4.))
   assert abs(np.var(w) / expected - 1.) < 4. * np.sqrt(2. / w.size), (
       np.var(w), expected)

@@ -103,7 +103,7 @@ def test_readme_keras_quick_start_runs_on_digits(monkeypatch):
   from examples import keras_digits  # pylint: disable=g-import-not-at-top
   x, y, x_test, y_test = keras_digits.load('digits')
   code = _readme_block('## Quick start: a Bayesian neural network').replace(
-      'model.fit(x, y, epochs=60,', 'model.fit(x, y, epochs=60, verbose=0,')
+      'model.fit(x, y, epochs=150,', 'model.fit(x, y, epochs=150, verbose=0,')
   namespace = dict(x=x, y=y, x_test=x_test, y_test=y_test)
   keras.utils.set_random_seed(0)  # Also seeds the optimizer's default seed.
   with no_warning():

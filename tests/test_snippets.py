@@ -94,7 +94,8 @@ def context(tmp_path_factory):
     m = keras.Sequential([keras.Input((64,)),
                           keras.layers.Dense(100, activation='relu'),
                           keras.layers.Dense(10)])
-    m.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=len(x)),
+    m.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=len(x),
+                                         friction=0.1),
               keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     return m
   trained = model()
@@ -116,14 +117,20 @@ def context(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize('name, code', BLOCKS, ids=[b[0] for b in BLOCKS])
 def test_snippet_runs_without_warnings(name, code, context, monkeypatch):
-  """Each snippet runs as printed, except that a `fit` of 60 epochs runs 30.
+  """Each snippet runs as printed, except that a `fit` of 150 epochs runs 30.
 
-  The guides' 60-epoch runs have burn-ins of at most 20 epochs (or 1000
-  steps, 25 epochs here), so the shorter run still takes samples and meets
-  every check that warns after burn-in; it halves the suite's longest
-  snippets.
+  The guides' long runs follow the README's recipe (150 epochs, burn-in
+  60). Shortened to 30, with burn-ins of 12, they still take samples and
+  meet every check that warns, except one: the chain has not settled by then,
+  which the collector reports at the end, and which is the one warning
+  expected of a shortened run. The README test runs the recipe at full
+  length, silent. The shortening spares the suite's longest snippets.
   """
-  code = code.replace('epochs=60,', 'epochs=30,')
+  shortened = 'epochs=150,' in code
+  if shortened:  # Burn-in scaled with the run, as 60 of 150 epochs.
+    code = (code.replace('epochs=150,', 'epochs=30,')
+            .replace('burnin=60,', 'burnin=12,')
+            .replace('burnin_epochs=60)', 'burnin_epochs=12)'))
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   monkeypatch.syspath_prepend(ROOT)
@@ -144,7 +151,8 @@ def test_snippet_runs_without_warnings(name, code, context, monkeypatch):
           if not issubclass(w.category, (DeprecationWarning,
                                          PendingDeprecationWarning)) and
           not any(text in str(w.message)
-                  for text in EXPECTED.get(name, ()) + KERAS_OWN)]
+                  for text in EXPECTED.get(name, ()) + KERAS_OWN +
+                  (('has not settled',) if shortened else ()))]
   assert not ours, ours
   tf_records = [r for r in tf_log.records
                 if not any(text in r for text in EXPECTED.get(name, ()))]

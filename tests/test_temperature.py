@@ -11,6 +11,10 @@
   N = 1000, Keras' reshuffled minibatches), the reading is within 10% of
   the empirical temperature of the collected weights, plus 3 combined
   standard errors (each from its own effective sample size).
+- A `fit` that ends before its chain is stationary is told so at the end,
+  even with too few effective draws to judge a bias: the README's digits
+  MLP under its default prior, stopped while its weights still spread out
+  towards the prior's scale.
 """
 
 import warnings
@@ -66,6 +70,38 @@ def test_a_transient_is_reported_as_not_settled_without_advice_on_the_step():
               str(w.message)]
   assert len(messages) == 1 and 'has not settled' in messages[0], messages
   assert 'Lower `step_size`' not in messages[0]
+
+
+def test_too_few_draws_far_off_are_reported_at_the_end_only():
+  far = temperature_lib.Reading(0.26, 0.05, 3., 0.19, 0.33, 2., 10)
+  near = temperature_lib.Reading(0.95, 0.05, 3., 0.9, 1., 1., 10)
+  assert temperature_lib.verdict(far) == 'too short'
+  assert temperature_lib.advice('it', far, 1., 'step_size', final=False) is None
+  assert temperature_lib.advice('it', near, 1., 'step_size') is None
+  message = temperature_lib.advice('it', far, 1., 'step_size')
+  assert 'has not settled' in message and 'Lower' not in message, message
+
+
+def test_a_fit_that_ends_in_its_transient_is_told():
+  from sklearn import datasets  # pylint: disable=g-import-not-at-top
+  digits = datasets.load_digits()
+  x, y = (digits.data / 16.).astype('float32'), digits.target
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((64,)),
+                            keras.layers.Dense(100, activation='relu'),
+                            keras.layers.Dense(10)])
+  model.compile(optimizer=tfa.keras.optimizers.PSGLD(1e-4, data_size=len(x)),
+                loss=keras.losses.SparseCategoricalCrossentropy(
+                    from_logits=True))
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    model.fit(x, y, epochs=16, verbose=0, callbacks=[
+        tfa.keras.StepSizeCalibration(epochs=3),
+        tfa.keras.SampleCollector(burnin=5, unit='epoch')])
+  messages = [str(w.message) for w in caught if 'temperature' in
+              str(w.message)]
+  assert len(messages) == 1 and 'has not settled' in messages[0], messages
+  assert 'the whole model' in messages[0], messages
 
 
 def test_check_temperature_names_bad_arguments():

@@ -43,7 +43,8 @@ import collections
 import numpy as np
 
 __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
-           'TOLERANCE', 'advice', 'effective_size', 'read', 'verdict']
+           'TOLERANCE', 'advice', 'effective_size', 'final_verdict', 'read',
+           'verdict']
 
 TOLERANCE = 0.1
 INTERVAL_Z = 3.
@@ -128,6 +129,13 @@ def read(virials, size, shared_noise=False):
   return Reading(mean, se, ess, m1, m2, float(z), int(size))
 
 
+def _outside(reading, temperature, tolerance):
+  """Whether the ``±INTERVAL_Z·se`` interval lies wholly outside ``τ(1 ± tolerance)``."""
+  margin = INTERVAL_Z * reading.standard_error
+  return (reading.temperature - margin > temperature * (1. + tolerance) or
+          reading.temperature + margin < temperature * (1. - tolerance))
+
+
 def verdict(reading, temperature=1., tolerance=TOLERANCE):
   """``'accurate'``, ``'hot'``, ``'cold'``, ``'unsettled'`` or ``'too short'``.
 
@@ -143,17 +151,29 @@ def verdict(reading, temperature=1., tolerance=TOLERANCE):
     return 'too short'
   if abs(reading.drift_z) > STATIONARITY_Z:
     return 'unsettled'
-  margin = INTERVAL_Z * reading.standard_error
-  if reading.temperature - margin > temperature * (1. + tolerance):
-    return 'hot'
-  if reading.temperature + margin < temperature * (1. - tolerance):
-    return 'cold'
-  return 'accurate'
+  if not _outside(reading, temperature, tolerance):
+    return 'accurate'
+  return 'hot' if reading.temperature > temperature else 'cold'
+
+
+def final_verdict(reading, temperature=1., tolerance=TOLERANCE, final=True):
+  """`verdict`, with a reading from too few draws that is clearly off ``τ`` at the end of a run (`final`) counted as ``'unsettled'``."""
+  judged = verdict(reading, temperature, tolerance)
+  if judged == 'too short' and final and _outside(reading, temperature,
+                                                  tolerance):
+    return 'unsettled'
+  return judged
 
 
 def advice(where, reading, temperature, step_name, adaptive=False,
-           gamma='none', tolerance=TOLERANCE):
+           gamma='none', tolerance=TOLERANCE, final=True):
   """The warning for a `reading` judged hot, cold or unsettled (else `None`).
+
+  A reading from too few effective draws is not judged for bias. At the
+  end of a run (`final`) it is still reported when its interval lies
+  wholly outside the band: a chain that ends that far from ``τ`` has not
+  reached its stationary distribution, and its samples are not yet draws
+  from the target.
 
   The factor for the step comes from the reading: the heating and the lag
   of a moving-average metric both grow about in proportion to the step, so
@@ -168,8 +188,10 @@ def advice(where, reading, temperature, step_name, adaptive=False,
       ``gamma='corrected'`` are then the other fixes).
     gamma: the sampler's Γ mode.
     tolerance: relative tolerance on ``τ``.
+    final: whether the run has ended (a reading from too few draws is then
+      reported when it is clearly off).
   """
-  judged = verdict(reading, temperature, tolerance)
+  judged = final_verdict(reading, temperature, tolerance, final)
   if judged in ('accurate', 'too short'):
     return None
   said = ('the configurational temperature of %s reads %.3g ± %.2g (τ = %g, '
@@ -178,10 +200,11 @@ def advice(where, reading, temperature, step_name, adaptive=False,
                                           reading.effective_size))
   if judged == 'unsettled':
     return ('%s and has not settled: the first half of the run reads %.3g, '
-            'the second %.3g (%.1f standard errors apart). The chain is '
-            'still moving; run longer or discard more burn-in before '
-            'judging it.' % (said, reading.first_half, reading.second_half,
-                             reading.drift_z))
+            'the second %.3g (%.1f standard errors apart). The chain has not '
+            'reached its stationary distribution, so its samples are not yet '
+            'draws from the target: run longer, with a longer burn-in.'
+            % (said, reading.first_half, reading.second_half,
+               reading.drift_z))
   factor = abs(reading.temperature / temperature - 1.) / tolerance
   if judged == 'hot':
     text = ('%s: the chain is wider than its target, as from a step too '

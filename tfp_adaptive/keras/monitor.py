@@ -304,7 +304,8 @@ class SamplerMonitor(keras.callbacks.Callback):
     """Reads every key over the epochs since burn-in; warns once per key that is off.
 
     A reading that has not settled is only reported at the end of `fit`
-    (before that, the chain may still be on its way).
+    (before that, the chain may still be on its way), and once: when the
+    whole model has not settled, its layers are not reported besides.
     """
     first = max(self.burnin_epochs - 1, 0)
     if (sum(self._steps[first:]) < self.min_steps or
@@ -312,19 +313,23 @@ class SamplerMonitor(keras.callbacks.Callback):
       return
     tau = float(np.asarray(opt.temperature_variable))
     for key, values in self.temperatures.items():
-      reading = temperature_lib.read(values[first:], 1)
-      self.readings[key] = reading
+      self.readings[key] = temperature_lib.read(values[first:], 1)
+    whole = temperature_lib.final_verdict(self.readings['temperature'], tau,
+                                          self.tolerance, final)
+    for key, reading in self.readings.items():
       if key in self._warned or (key != 'temperature' and
-                                 len(self._layers) == 1):
-        continue  # One layer: its reading is the whole model's.
-      judged = temperature_lib.verdict(reading, tau, self.tolerance)
+                                 (len(self._layers) == 1 or
+                                  whole == 'unsettled')):
+        continue  # One layer, or a chain in transit: the whole model says it.
+      judged = temperature_lib.final_verdict(reading, tau, self.tolerance,
+                                             final)
       if judged == 'unsettled' and not final:
         continue
       where = ('the whole model' if key == 'temperature' else
                'layer %r' % key.split('/', 1)[1])
       message = temperature_lib.advice(
           where, reading, tau, 'learning_rate',
-          opt.algorithm.adapts_throughout, opt.gamma, self.tolerance)
+          opt.algorithm.adapts_throughout, opt.gamma, self.tolerance, final)
       if message:
         self._warned.add(key)
         warnings.warn('%s: %s' % (self._name, message))
