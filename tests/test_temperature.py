@@ -104,6 +104,38 @@ def test_a_fit_that_ends_in_its_transient_is_told():
   assert 'the whole model' in messages[0], messages
 
 
+def test_no_layer_is_advised_on_while_the_whole_model_is_in_transit():
+  """The convnet's case: the whole model still rising (too few effective
+  draws), one layer flat at 0.8 with 20 epochs' worth of draws. Mid-run the
+  layer's "cold" advice would be about the transient, so nothing is said;
+  at the end the whole model is reported once, as not settled."""
+  import types  # pylint: disable=g-import-not-at-top
+  from tfp_adaptive.keras import monitor as monitor_lib  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  epochs = 20
+  monitor = monitor_lib.SamplerMonitor(burnin_epochs=1, window=2, min_steps=1)
+  monitor._steps = [100] * epochs  # pylint: disable=protected-access
+  monitor._layers = {'a': None, 'b': None}  # pylint: disable=protected-access
+  rising = np.linspace(0.1, 0.5, epochs)
+  monitor.temperatures.update({
+      'temperature': list(rising + 0.01 * rng.normal(size=epochs)),
+      'temperature/a': list(rising + 0.01 * rng.normal(size=epochs)),
+      'temperature/b': list(0.8 + 0.02 * rng.normal(size=epochs))})
+  opt = types.SimpleNamespace(
+      temperature_variable=1., gamma='corrected',
+      algorithm=types.SimpleNamespace(adapts_throughout=True))
+  layer_b = temperature_lib.read(monitor.temperatures['temperature/b'], 1)
+  assert temperature_lib.verdict(layer_b) == 'cold'  # What it would say.
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    monitor._judge(opt, final=False)  # pylint: disable=protected-access
+    assert not caught, [str(w.message) for w in caught]
+    monitor._judge(opt, final=True)  # pylint: disable=protected-access
+  messages = [str(w.message) for w in caught]
+  assert len(messages) == 1 and 'the whole model' in messages[0], messages
+  assert 'has not settled' in messages[0], messages
+
+
 def test_check_temperature_names_bad_arguments():
   kernel = tfa.mcmc.SGLD(_gaussian, 0.01)
   with pytest.raises(ValueError, match='max_draws'):

@@ -306,6 +306,10 @@ class SamplerMonitor(keras.callbacks.Callback):
     A reading that has not settled is only reported at the end of `fit`
     (before that, the chain may still be on its way), and once: when the
     whole model has not settled, its layers are not reported besides.
+    Before the end, layers are judged only once the whole model's reading
+    has enough effective draws and has settled: a layer can look settled
+    within a run whose slower layers are still moving, and its advice
+    would then be about the transient.
     """
     first = max(self.burnin_epochs - 1, 0)
     if (sum(self._steps[first:]) < self.min_steps or
@@ -316,10 +320,10 @@ class SamplerMonitor(keras.callbacks.Callback):
       self.readings[key] = temperature_lib.read(values[first:], 1)
     whole = temperature_lib.final_verdict(self.readings['temperature'], tau,
                                           self.tolerance, final)
+    in_transit = whole == 'unsettled' or (not final and whole == 'too short')
     for key, reading in self.readings.items():
       if key in self._warned or (key != 'temperature' and
-                                 (len(self._layers) == 1 or
-                                  whole == 'unsettled')):
+                                 (len(self._layers) == 1 or in_transit)):
         continue  # One layer, or a chain in transit: the whole model says it.
       judged = temperature_lib.final_verdict(reading, tau, self.tolerance,
                                              final)
