@@ -15,6 +15,9 @@ pass) estimators. Each method stops once a step takes more than 3 s. Writes
 ``gamma_cost_tfp.md`` and ``gamma_cost_tfp.png`` (log-log).
 
     python -m benchmarks.gamma_cost [--quick]
+
+``--quick`` runs small sizes as graphs, without XLA: a check that every
+piece runs (XLA's compile would be most of its time), not a timing.
 """
 
 import os

@@ -9,6 +9,9 @@ samplers take it: the floor of any step with Γ, against which the corrected
 rows are compared as the Γ-free rows are against SGD + noise.
 
     python -m benchmarks.keras_speed [--quick]
+
+``--quick`` runs small sizes as graphs, without XLA: a check that every
+piece runs (XLA's compile would be most of its time), not a timing.
 """
 
 import os
@@ -136,7 +139,6 @@ def measure(quick):
   if quick:  # CI: checks that it runs; the full run measures everything.
     configs = {k: configs[k] for k in ('SGD', 'SGD + noise',
                                        'PSGLD (corrected, Γ on 1/4 batch)')}
-  # --quick checks that every piece runs; XLA's compile would be most of it.
   return time_steps(configs, hidden, steps, rounds,
                     instances=1 if quick else 3,
                     jit_compile=not quick), hidden

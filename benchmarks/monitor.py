@@ -9,6 +9,9 @@
    times. Goal: at most 1.05.
 
     python -m benchmarks.monitor [--quick]
+
+``--quick`` runs small sizes as graphs, without XLA: a check that every
+piece runs (XLA's compile would be most of its time), not a timing.
 """
 
 import os
@@ -58,7 +61,6 @@ def temperatures(quick):
   out = []
   for name, optimizer, batch, epochs in runs:
     epochs = max(int(epochs * scale), 20)
-    # --quick checks the code paths; XLA's compile would be most of its time.
     values, warned = _linear(optimizer, batch, epochs, epochs // 2,
                              jit_compile=not quick)
     out.append((name, values, epochs // 2, warned))

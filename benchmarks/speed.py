@@ -15,6 +15,10 @@ Writes one table, ``speed.md``, with the machine's core count, and a bar
 chart of the Keras step ratios, ``speed.png``.
 
     python -m benchmarks.speed [--quick]
+
+``--quick`` runs small sizes, the MLP steps as graphs without XLA: a check
+that every piece runs (XLA's compile would be most of its time), not a
+timing.
 """
 
 import os

@@ -30,6 +30,9 @@ of that sweep.
         [--seeds N] [--metrics Identity RMSprop ...] [--priors gaussian ...]
         [--tune [none] [corrected] | --learning-rates out/yu_learning_rates.json]
         [--shampoo-epsilon 1e-6] [--diagonal-bias 1e-8]
+
+``--quick`` runs one short fit per configuration as a graph, without XLA: a
+check that the path runs (XLA's compile would be most of its time).
 """
 
 import json
@@ -268,7 +271,6 @@ def main():
     print('[%d/%d] %s gamma=%s prior=%s' % (i + 1, len(configs), name, gamma,
                                             prior), flush=True)
     lr = learning_rate(rates[prior], name, gamma)
-    # --quick checks the path; XLA's compile would be most of its time.
     runs = [run_one(data, name, gamma, prior, lr, hidden, epochs, passes,
                     burnin, thinning, s, jit_compile=not args.quick)
             for s in seeds]
