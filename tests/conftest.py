@@ -41,14 +41,53 @@ def pytest_configure(config):
   config.addinivalue_line('markers', 'slow: subprocess / multi-device tests')
 
 
-# Tests that spend most of their time waiting for processes they start
-# (SIGKILL soaks): started first, their waits overlap the other tests'
-# work instead of leaving cores idle at the end of the run.
-_WAITING = ('test_keras_resume.py::test_sigkill',)
+# The longest tests, longest first (from `--durations`). Under xdist's
+# `worksteal` each worker starts on a contiguous slice of the collection and
+# idle workers steal from the end of the others' queues; these are dealt
+# round-robin to the heads of the slices, so that each worker starts with
+# its share of them and the run ends on short tests, not on one long test
+# started late. The SIGKILL soaks mostly wait for the processes they start:
+# started first, their waits overlap the other tests' work.
+_LONGEST = (
+    'test_keras_resume.py::test_sigkill_at_random',
+    'test_examples.py::test_readme_keras_quick_start',
+    'test_examples.py::test_keras_digits_example',
+    'test_keras_distribute.py::test_mirrored_strategy',
+    'test_keras_resume.py::test_sigkill_without_seeds',
+    'test_regimes.py::test_full_batch_regression',
+    'test_keras_distribute.py::test_multi_worker',
+    'test_eight_schools.py::test_corrected_sampler_matches_nuts',
+    'test_diagnostics.py::test_ensemble_loo_agrees',
+    'test_regression_noise.py::test_diabetes_in_its_own_units',
+    'test_regimes.py::test_sample_warns_once',
+    'test_diagnostics.py::test_temperature_reads_tau_for_sgld',
+    'test_benchmarks_quick.py::test_benchmark_quick_mode_writes_outputs',
+    'test_regimes.py::test_cusp_is_flagged',
+    'test_temperature.py::test_the_monitor_reads_a_small_model',
+    'test_keras_posterior.py::test_linear_regression_posterior',
+)
 
 
-def pytest_collection_modifyitems(items):
-  items.sort(key=lambda item: not any(w in item.nodeid for w in _WAITING))
+def _rank(item):
+  for rank, name in enumerate(_LONGEST):
+    if name in item.nodeid:
+      return rank
+  return None
+
+
+def pytest_collection_modifyitems(config, items):
+  workers = int(getattr(config, 'workerinput', {}).get('workercount', 1))
+  long_ones = sorted((i for i in items if _rank(i) is not None), key=_rank)
+  rest = [i for i in items if _rank(i) is None]
+  ordered, remaining = [], len(items)
+  for k in range(workers):  # The slice sizes of xdist's first deal.
+    size = remaining // (workers - k)
+    remaining -= size
+    head = long_ones[k::workers]
+    cut = max(size - len(head), 0)
+    tail, rest = rest[:cut], rest[cut:]
+    ordered += head + tail
+  items[:] = ordered + rest
 
 
 @pytest.fixture
