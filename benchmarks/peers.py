@@ -10,7 +10,8 @@ kernels in an XLA-compiled `tf.while_loop`), on the same CPU cores:
   gradient evaluation) and ``sgnht``;
 - our `SGLD`, `SGHMC`, `SGNHT`, Γ-free `PSGLD`, and corrected `PSGLD`
   (which no peer has);
-- our Keras `SGLD` optimizer in `model.fit` (`jit_compile=True`), with
+- our Keras `SGLD` optimizer in `model.fit` (`jit_compile=True`, all the
+  steps in one call with ``steps_per_execution``, as a scan), with
   Gaussian and with Rademacher noise, beside Keras' plain `SGD` (no noise)
   on the same model: the floor of a Keras step.
 
@@ -154,9 +155,10 @@ def ours_steps(steps):
         keras.layers.Dense(n, activation='relu') for n in SIZES[1:-1]] + [
             keras.layers.Dense(SIZES[-1])])
     tfa.keras.priors.add_gaussian_prior(model, N, scale=1.)
+    # All the steps in one compiled call, as the other side's loop.
     model.compile(make(),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  jit_compile=True)
+                  jit_compile=True, steps_per_execution=steps)
     model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
     out[name] = lambda model=model: model.fit(
         data, steps_per_epoch=steps, epochs=1, verbose=0)
