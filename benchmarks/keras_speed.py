@@ -2,8 +2,9 @@
 
 MLP 784-400-400-10, batch 100, `jit_compile=True`, random data; each
 configuration's time per step is the best of several rounds, the rounds
-interleaved so all ratios come from the same conditions. Targets (issue 3):
-≤ 1.2× SGD-plus-noise without Γ, Shampoo ≤ 1.5× PSGLD, corrected ≤ 1.5× none.
+interleaved so all ratios come from the same conditions. Goals: ≤ 1.05×
+SGD-plus-noise for PSGLD without Γ, corrected ≤ 1.5× none, blocked Shampoo
+≤ 1.25× its floor (PSGLD plus its products at the dense matrix rate).
 "SGD + noise + HVP" also takes the Hessian-vector product Γ needs, as the
 samplers take it: the floor of any step with Γ, against which the corrected
 rows are compared as the Γ-free rows are against SGD + noise.
@@ -77,6 +78,50 @@ def _hvp_train_step(self, data):
 
 # Longer than any timed run: the roots are computed at the first step only.
 FIXED_ROOTS = 10**9
+BATCH = 100
+BLOCKED = 'ShampooSGRLD (none, blocks of 128, roots fixed)'
+
+
+def multiply_adds(block_size, max_dim, hidden=400):
+  """``(Shampoo's per-step multiply-adds, the gradient's)`` on the MLP's kernels.
+
+  Per weight, a statistic and two products (the drift's ``M g`` and the
+  noise's ``M^{1/2} ξ``) per mode of full factor width ``b``: ``3 Σ b``
+  multiply-adds; the gradient's forward and backward passes take about
+  ``3 × batch``.
+  """
+  pre = tfa.core.shampoo.Shampoo(0.9, 1e-2, 1, max_dim, block_size)
+  shampoo = gradient = 0
+  for n, m in ((784, hidden), (hidden, hidden), (hidden, 10)):
+    shampoo += 3 * sum(pre.factor_sizes([n, m])) * n * m
+    gradient += 3 * BATCH * n * m
+  return shampoo, gradient
+
+
+def dense_matmul_rate(hidden, steps=50, rounds=5):
+  """Multiply-adds per second of a dense ``(784, h) @ (h, h)`` product in an XLA loop."""
+  rng = np.random.default_rng(0)
+  a = tf.constant(rng.normal(size=(784, hidden)), tf.float32)
+  b = tf.constant(rng.normal(size=(hidden, hidden)) / hidden, tf.float32)
+
+  @tf.function(jit_compile=True)
+  def run(a):
+    return tf.while_loop(lambda i, _: i < steps,
+                         lambda i, a: (i + 1, a + 1e-6 * tf.matmul(a, b)),
+                         (tf.constant(0), a))[1]
+  run(a).numpy()
+  best = np.inf
+  for _ in range(rounds):
+    start = time.perf_counter()
+    run(a).numpy()
+    best = min(best, (time.perf_counter() - start) / steps)
+  return 784 * hidden * hidden / best
+
+
+def shampoo_floor(best, hidden, rate):
+  """Seconds per step of blocked Shampoo at its floor: PSGLD (none) plus its products at `rate`."""
+  extra, _ = multiply_adds(128, 1024, hidden)
+  return best['PSGLD (none)'] + extra / rate
 
 
 def configurations(data_size):
@@ -111,6 +156,13 @@ def configurations(data_size):
       'ShampooSGRLD (none, all modes full, roots fixed)': lambda: (
           opt.ShampooSGRLD(1e-6, gamma='none', epsilon=1e-2,
                            update_interval=FIXED_ROOTS, max_dim=1024, **kw)),
+      BLOCKED: lambda: opt.ShampooSGRLD(
+          1e-6, gamma='none', epsilon=1e-2, update_interval=FIXED_ROOTS,
+          block_size=128, **kw),
+      'ShampooSGRLD (none, blocks of 128, newton roots every 100 steps)': (
+          lambda: opt.ShampooSGRLD(
+              1e-6, gamma='none', epsilon=1e-2, update_interval=100,
+              block_size=128, roots='newton', **kw)),
       'AdamSGLD': lambda: opt.AdamSGLD(1e-6, **kw),
   }
 
@@ -133,15 +185,21 @@ def build(make_opt, hidden, steps, hvp=False, jit_compile=True):
 
 
 def measure(quick):
-  """Best time per step of every configuration; returns ``(best, hidden)``."""
+  """Best time per step of every configuration: ``(best, hidden, floor)``.
+
+  ``floor``: seconds per step of blocked Shampoo at its floor
+  (`shampoo_floor`, from the dense product rate measured in the same run).
+  """
   hidden, steps, rounds = (50, 10, 1) if quick else (400, 50, 5)
   configs = configurations(60000)
   if quick:  # CI: checks that it runs; the full run measures everything.
-    configs = {k: configs[k] for k in ('SGD', 'SGD + noise',
-                                       'PSGLD (corrected, Γ on 1/4 batch)')}
-  return time_steps(configs, hidden, steps, rounds,
-                    instances=1 if quick else 3,
-                    jit_compile=not quick), hidden
+    configs = {k: configs[k] for k in ('SGD', 'SGD + noise', 'PSGLD (none)',
+                                       'PSGLD (corrected, Γ on 1/4 batch)',
+                                       BLOCKED)}
+  best = time_steps(configs, hidden, steps, rounds,
+                    instances=1 if quick else 3, jit_compile=not quick)
+  rate = dense_matmul_rate(hidden, rounds=rounds)
+  return best, hidden, shampoo_floor(best, hidden, rate)
 
 
 def time_steps(configs, hidden, steps, rounds, instances, jit_compile=True):
@@ -170,8 +228,12 @@ def time_steps(configs, hidden, steps, rounds, instances, jit_compile=True):
   return best
 
 
-def table_rows(best):
-  """``[name, time/step, × SGD, × SGD+noise, other ratio]`` per configuration."""
+def table_rows(best, floor_of_blocks=None):
+  """``[name, time/step, × SGD, × SGD+noise, other ratio]`` per configuration.
+
+  `floor_of_blocks`: seconds per step of blocked Shampoo at its floor
+  (`shampoo_floor`), beside which its rows are given.
+  """
   sgd, noisy = best['SGD'], best['SGD + noise']
   floor = best.get('SGD + noise + HVP')
   rows = []
@@ -191,6 +253,8 @@ def table_rows(best):
       extra += '; %.2f× SGD+noise+HVP' % (t / floor)
     if name.startswith('Shampoo'):
       extra = '%.2f× PSGLD (none)' % (t / best['PSGLD (none)'])
+      if floor_of_blocks and 'blocks of 128' in name:
+        extra += '; %.2f× its floor' % (t / floor_of_blocks)
     rows.append([name, '%.3f ms' % (1e3 * t), '%.2f' % (t / sgd),
                  '%.2f' % (t / noisy), extra])
   return rows
@@ -230,19 +294,23 @@ NOTE = ('Shampoo refreshes its roots every 10 steps with max_dim=128: the '
         'SGD + noise whose train step also takes the Hessian-vector product '
         'H z (reverse over reverse, z the signs of the noise) and adds 1e-9 '
         'H z to the gradient, so it is not pruned: the floor of a step with '
-        'Γ.')
+        'Γ. "Blocks of 128": `block_size=128`, the 784×400 kernel in '
+        '112×100 blocks and 400×400 in 100×100, each block with its own '
+        'Kronecker factors; "its floor": PSGLD (none) plus Shampoo\'s '
+        'per-step multiply-adds (a statistic and two products per mode) at '
+        'the rate of a dense XLA matrix product measured in the same run.')
 
 
 def main():
   args = common.parser(__doc__.splitlines()[0]).parse_args()
   out = common.out_dir(args.out)
-  best, hidden = measure(args.quick)
+  best, hidden, floor = measure(args.quick)
   common.write_table(
       os.path.join(out, 'keras_speed.md'),
       'Keras step time, MLP 784-%d-%d-10, batch 100, XLA (%s)'
       % (hidden, hidden, 'quick' if args.quick else 'full'),
       ['optimizer', 'time/step', '× SGD', '× SGD+noise', 'other ratio'],
-      table_rows(best), 'Command: `python -m benchmarks.keras_speed%s`. %s'
+      table_rows(best, floor), 'Command: `python -m benchmarks.keras_speed%s`. %s'
       % (' --quick' if args.quick else '', NOTE))
   plot(best, os.path.join(out, 'keras_speed.png'))
 

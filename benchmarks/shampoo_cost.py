@@ -34,18 +34,7 @@ from benchmarks import common
 from benchmarks import keras_speed
 
 LAYERS = ((784, 400), (400, 400), (400, 10))
-BATCH = 100
-
-
-def multiply_adds(block_size, max_dim, hidden=400):
-  """``(Shampoo's per-step multiply-adds, the gradient's)`` on the MLP's kernels."""
-  pre = tfa.core.shampoo.Shampoo(0.9, 1e-2, 1, max_dim, block_size)
-  shampoo = gradient = 0
-  for n, m in ((784, hidden), (hidden, hidden), (hidden, 10)):
-    widths = [b for b in pre.factor_sizes([n, m])]
-    shampoo += 3 * sum(widths) * n * m
-    gradient += 3 * BATCH * n * m
-  return shampoo, gradient
+BATCH = keras_speed.BATCH
 
 
 def configurations(fixed):
@@ -95,8 +84,8 @@ def main():
   configs = configurations(keras_speed.FIXED_ROOTS)
   best = keras_speed.time_steps(configs, hidden, steps, rounds, instances)
   psgld = best['PSGLD (none)']
-  floors = {'blocks of 128': multiply_adds(128, 1024, hidden),
-            'full factors': multiply_adds(None, 1024, hidden)}
+  floors = {'blocks of 128': keras_speed.multiply_adds(128, 1024, hidden),
+            'full factors': keras_speed.multiply_adds(None, 1024, hidden)}
   rows = []
   for name, t in best.items():
     floor = ''

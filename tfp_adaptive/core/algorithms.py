@@ -82,12 +82,24 @@ class Algorithm(object):
                                                   num_adaptation_steps)
     self.num_adaptation_steps = num_adaptation_steps
 
+  def _replace(self, **changes):
+    args = dict(preconditioner=self.preconditioner,
+                noise_preconditioned=self.noise_preconditioned,
+                momentum_decay_rate=self.momentum_decay_rate,
+                drift_scale=self.drift_scale, noise=self.noise,
+                num_adaptation_steps=self.num_adaptation_steps,
+                friction=self.friction, gradient_noise=self.gradient_noise,
+                diffusion=self.diffusion)
+    args.update(changes)
+    return Algorithm(**args)
+
   def with_noise(self, noise):
     """This algorithm with the law of ``ξ`` set to `noise` (validated)."""
-    return Algorithm(self.preconditioner, self.noise_preconditioned,
-                     self.momentum_decay_rate, self.drift_scale, noise,
-                     self.num_adaptation_steps, self.friction,
-                     self.gradient_noise, self.diffusion)
+    return self._replace(noise=noise)
+
+  def for_gamma(self, gamma):
+    """This algorithm for Γ mode `gamma` (`Preconditioner.for_gamma`: validated, and no state kept for a Γ that is not computed)."""
+    return self._replace(preconditioner=self.preconditioner.for_gamma(gamma))
 
   def adapting(self, step):
     """Whether the step numbered `step` (0 first) updates the metric.

@@ -65,6 +65,15 @@ class Preconditioner(object):
     """Raises `ValueError` if this metric cannot give Γ for mode `gamma`."""
     del gamma
 
+  def for_gamma(self, gamma):
+    """This metric for Γ mode `gamma`: validated by `check_gamma`.
+
+    Metrics that keep state only Γ reads (Shampoo's eigenbasis) return a
+    copy without it when ``gamma == 'none'``.
+    """
+    self.check_gamma(gamma)
+    return self
+
   def init(self, params, batch_ndims):
     del params, batch_ndims
     return ()

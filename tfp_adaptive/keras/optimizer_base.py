@@ -169,8 +169,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     self._hyperparameters = dict(hyperparameters or {})
     for key, value in self._hyperparameters.items():
       setattr(self, key, value)
-    self._algorithm = self._make_algorithm().with_noise(noise)
-    self._algorithm.preconditioner.check_gamma(self.gamma)
+    self._algorithm = self._make_algorithm().with_noise(noise).for_gamma(
+        self.gamma)
     self.noise = noise
     self._step_inputs = (None, None)
 

@@ -95,7 +95,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
     schedules.as_schedule(step_size)
     validation.check_number('temperature', temperature, low=0., low_open=True)
     validation.check_choice('gamma', gamma, gamma_lib.GAMMA_MODES)
-    algorithm.preconditioner.check_gamma(gamma)
+    algorithm = algorithm.for_gamma(gamma)
     validation.check_choice('gamma_estimator', gamma_estimator,
                             gamma_lib.GAMMA_ESTIMATORS)
     validation.check_number('gamma_probability',
