@@ -43,7 +43,7 @@ import collections
 import numpy as np
 
 __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
-           'TOLERANCE', 'advice', 'effective_size', 'final_verdict', 'read',
+           'TOLERANCE', 'advice', 'advice_per_part', 'effective_size', 'final_verdict', 'read',
            'verdict']
 
 TOLERANCE = 0.1
@@ -220,3 +220,38 @@ def advice(where, reading, temperature, step_name, adaptive=False,
   if adaptive and gamma != 'corrected':
     text += " With an adaptive metric, use gamma='corrected'."
   return text
+
+
+def advice_per_part(readings, whole, where, temperature, step_name,
+                    adaptive=False, gamma='none', tolerance=TOLERANCE,
+                    final=True):
+  """`advice` for a run read whole and per part: ``{key: message}`` of the parts to report.
+
+  The whole run is reported on first. While it has not settled (or, before
+  the end of the run, has too few effective draws to say), its parts are
+  not reported besides: a part can look settled or off within a run whose
+  slower parts are still moving, and its advice would be about the
+  transient. A reading that has not settled is reported only at the end.
+  With a single part, the whole is that part, and only it is reported.
+
+  Args:
+    readings: ``{key: Reading}``, the whole run's under `whole`.
+    whole: the key of the whole run's reading.
+    where: ``key -> str`` naming what was read, for the messages.
+    temperature, step_name, adaptive, gamma, tolerance, final: as `advice`.
+  """
+  whole_said = final_verdict(readings[whole], temperature, tolerance, final)
+  in_transit = whole_said == 'unsettled' or (not final and
+                                             whole_said == 'too short')
+  parts = [k for k in readings if k != whole]
+  keys = [whole] if len(parts) <= 1 or in_transit else [whole] + parts
+  out = {}
+  for key in keys:
+    if not final and final_verdict(readings[key], temperature, tolerance,
+                                   final) == 'unsettled':
+      continue
+    message = advice(where(key), readings[key], temperature, step_name,
+                     adaptive, gamma, tolerance, final)
+    if message:
+      out[key] = message
+  return out

@@ -318,23 +318,13 @@ class SamplerMonitor(keras.callbacks.Callback):
     tau = float(np.asarray(opt.temperature_variable))
     for key, values in self.temperatures.items():
       self.readings[key] = temperature_lib.read(values[first:], 1)
-    whole = temperature_lib.final_verdict(self.readings['temperature'], tau,
-                                          self.tolerance, final)
-    in_transit = whole == 'unsettled' or (not final and whole == 'too short')
-    for key, reading in self.readings.items():
-      if key in self._warned or (key != 'temperature' and
-                                 (len(self._layers) == 1 or in_transit)):
-        continue  # One layer, or a chain in transit: the whole model says it.
-      judged = temperature_lib.final_verdict(reading, tau, self.tolerance,
-                                             final)
-      if judged == 'unsettled' and not final:
-        continue
-      where = ('the whole model' if key == 'temperature' else
-               'layer %r' % key.split('/', 1)[1])
-      message = temperature_lib.advice(
-          where, reading, tau, 'learning_rate',
-          opt.algorithm.adapts_throughout, opt.gamma, self.tolerance, final)
-      if message:
+    where = lambda key: ('the whole model' if key == 'temperature' else
+                         'layer %r' % key.split('/', 1)[1])
+    messages = temperature_lib.advice_per_part(
+        self.readings, 'temperature', where, tau, 'learning_rate',
+        opt.algorithm.adapts_throughout, opt.gamma, self.tolerance, final)
+    for key, message in messages.items():
+      if key not in self._warned:
         self._warned.add(key)
         warnings.warn('%s: %s' % (self._name, message))
 

@@ -42,7 +42,9 @@ def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
       ``[draws, chains..., event...]``, as `tfp.mcmc.sample_chain` returns
       them (after burn-in).
     warn: issue one `UserWarning` per state part (and overall) that reads
-      hot, cold or unsettled, naming the parameter to change and by how much.
+      hot, cold or unsettled, naming the parameter to change and by how much;
+      while the whole state has not settled, only that is said
+      (`tfp_adaptive.core.temperature.advice_per_part`).
     max_draws: int >= 4; at most this many draws, evenly spaced, are read.
     seed: stateless seed of the minibatches of a stochastic target other
       than a `tfp_adaptive.minibatch.MinibatchLogProb`, which is read on
@@ -77,16 +79,14 @@ def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
   if warn:
     ours = isinstance(inner, kernel_lib.AdaptiveSGMCMC)
     params = inner.parameters
-    for key, reading in readings.items():
-      if key == 'overall' and len(parts) == 1:
-        continue
-      message = temperature_lib.advice(
-          'the whole state' if key == 'overall' else 'state part %d' % key,
-          reading, float(params.get('temperature', 1.)), 'step_size',
-          adaptive=ours and inner.algorithm.adapts_throughout,
-          gamma=params.get('gamma', 'none'), tolerance=tolerance)
-      if message:
-        warnings.warn('%s: %s' % (type(inner).__name__, message))
+    messages = temperature_lib.advice_per_part(
+        readings, 'overall',
+        lambda key: 'the whole state' if key == 'overall' else
+        'state part %d' % key, float(params.get('temperature', 1.)),
+        'step_size', adaptive=ours and inner.algorithm.adapts_throughout,
+        gamma=params.get('gamma', 'none'), tolerance=tolerance)
+    for message in messages.values():
+      warnings.warn('%s: %s' % (type(inner).__name__, message))
   return readings
 
 
