@@ -194,8 +194,7 @@ def measure(quick):
   configs = configurations(60000)
   if quick:  # CI: checks that it runs; the full run measures everything.
     configs = {k: configs[k] for k in ('SGD', 'SGD + noise', 'PSGLD (none)',
-                                       'PSGLD (corrected, Γ on 1/4 batch)',
-                                       BLOCKED)}
+                                       'PSGLD (corrected, Γ on 1/4 batch)')}
   best = time_steps(configs, hidden, steps, rounds,
                     instances=1 if quick else 3, jit_compile=not quick)
   rate = dense_matmul_rate(hidden, rounds=rounds)
