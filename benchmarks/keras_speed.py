@@ -79,7 +79,8 @@ def _hvp_train_step(self, data):
 # Longer than any timed run: the roots are computed at the first step only.
 FIXED_ROOTS = 10**9
 BATCH = 100
-BLOCKED = 'ShampooSGRLD (none, blocks of 128, roots fixed)'
+BLOCK_SIZE = 128  # Blocked Shampoo's rows and its floor.
+BLOCKED = 'ShampooSGRLD (none, blocks of %d, roots fixed)' % BLOCK_SIZE
 
 
 def multiply_adds(block_size, max_dim, hidden=400):
@@ -120,7 +121,7 @@ def dense_matmul_rate(hidden, steps=50, rounds=5):
 
 def shampoo_floor(best, hidden, rate):
   """Seconds per step of blocked Shampoo at its floor: PSGLD (none) plus its products at `rate`."""
-  extra, _ = multiply_adds(128, 1024, hidden)
+  extra, _ = multiply_adds(BLOCK_SIZE, 1024, hidden)
   return best['PSGLD (none)'] + extra / rate
 
 
@@ -158,11 +159,11 @@ def configurations(data_size):
                            update_interval=FIXED_ROOTS, max_dim=1024, **kw)),
       BLOCKED: lambda: opt.ShampooSGRLD(
           1e-6, gamma='none', epsilon=1e-2, update_interval=FIXED_ROOTS,
-          block_size=128, **kw),
-      'ShampooSGRLD (none, blocks of 128, newton roots every 100 steps)': (
-          lambda: opt.ShampooSGRLD(
-              1e-6, gamma='none', epsilon=1e-2, update_interval=100,
-              block_size=128, roots='newton', **kw)),
+          block_size=BLOCK_SIZE, **kw),
+      'ShampooSGRLD (none, blocks of %d, newton roots every 100 steps)'
+      % BLOCK_SIZE: lambda: opt.ShampooSGRLD(
+          1e-6, gamma='none', epsilon=1e-2, update_interval=100,
+          block_size=BLOCK_SIZE, roots='newton', **kw),
       'AdamSGLD': lambda: opt.AdamSGLD(1e-6, **kw),
   }
 
@@ -252,7 +253,7 @@ def table_rows(best, floor_of_blocks=None):
       extra += '; %.2f× SGD+noise+HVP' % (t / floor)
     if name.startswith('Shampoo'):
       extra = '%.2f× PSGLD (none)' % (t / best['PSGLD (none)'])
-      if floor_of_blocks and 'blocks of 128' in name:
+      if floor_of_blocks and 'blocks of %d' % BLOCK_SIZE in name:
         extra += '; %.2f× its floor' % (t / floor_of_blocks)
     rows.append([name, '%.3f ms' % (1e3 * t), '%.2f' % (t / sgd),
                  '%.2f' % (t / noisy), extra])

@@ -115,7 +115,6 @@ def test_no_layer_is_advised_on_while_the_whole_model_is_in_transit():
   epochs = 20
   monitor = monitor_lib.SamplerMonitor(burnin_epochs=1, window=2, min_steps=1)
   monitor._steps = [100] * epochs  # pylint: disable=protected-access
-  monitor._layers = {'a': None, 'b': None}  # pylint: disable=protected-access
   rising = np.linspace(0.1, 0.5, epochs)
   monitor.temperatures.update({
       'temperature': list(rising + 0.01 * rng.normal(size=epochs)),

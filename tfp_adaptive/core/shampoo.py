@@ -1,6 +1,7 @@
 """Shampoo metric (Gupta et al. 2018; Yu et al. 2023, Sec. 3.2) by mode-wise contraction."""
 
 import collections
+import copy
 import string
 
 import tensorflow as tf
@@ -81,9 +82,9 @@ class Shampoo(preconditioners.Preconditioner):
     self.check_gamma(gamma)
     if gamma != 'none' or not self.eigenbasis:
       return self
-    return Shampoo(self.decay, self.epsilon, self.update_interval,
-                   self.max_dim, self.block_size, self.roots,
-                   eigenbasis=False)
+    without = copy.copy(self)
+    without.eigenbasis = False
+    return without
 
   # -- blocks ---------------------------------------------------------------
   def block_layout(self, event_shape):

@@ -43,8 +43,8 @@ import collections
 import numpy as np
 
 __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
-           'TOLERANCE', 'advice', 'advice_per_part', 'effective_size', 'final_verdict', 'read',
-           'verdict']
+           'TOLERANCE', 'advice', 'advice_per_part', 'effective_size',
+           'final_verdict', 'read', 'verdict']
 
 TOLERANCE = 0.1
 INTERVAL_Z = 3.
