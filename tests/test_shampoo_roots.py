@@ -81,3 +81,45 @@ def test_keras_fit_with_newton_roots_under_xla():
   assert all(np.all(np.isfinite(a)) for a in after)
   assert not np.allclose(before[0], after[0])
   assert opt.get_config()['roots'] == 'newton'
+
+
+def test_keras_roots_change_on_refresh_steps_only_and_not_on_a_rejected_one():
+  """In `fit`, the roots are written back only on the steps that refresh
+  them; there they are the roots of the factors, and a rejected
+  (non-finite) refresh step leaves the whole state as it was."""
+  import keras  # pylint: disable=g-import-not-at-top
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+  opt = tfa.keras.optimizers.ShampooSGRLD(
+      1e-4, data_size=8, gamma='none', update_interval=2, seed=0)
+  model.compile(opt, 'mse')
+  rng = np.random.RandomState(0)
+  x, y = rng.randn(8, 4).astype('float32'), rng.randn(8, 3).astype('float32')
+  pre = opt.preconditioner
+
+  def snapshot():
+    return [[m._asdict() for m in modes] for modes in tf.nest.map_structure(
+        lambda t: t.numpy(), opt.sampler_state()[0])]
+  states = []
+  for _ in range(4):
+    model.train_on_batch(x, y)
+    states.append(snapshot())
+  for step in range(1, 4):
+    for new, old in zip(states[step], states[step - 1]):
+      for m_new, m_old in zip(new, old):
+        assert not np.allclose(m_new['factor'], m_old['factor'])
+        same = np.array_equal(m_new['root'], m_old['root'])
+        assert same == (step % 2 == 1), step
+  # At a refresh step the roots are those of the factors.
+  parts = [tf.convert_to_tensor(v) for v in model.trainable_variables]
+  factors = [[tf.constant(m['factor']) for m in modes] for modes in states[2]]
+  for modes, fs, p in zip(states[2], factors, parts):
+    for m, expected in zip(modes, pre._mode_states(fs, p, 0)):  # pylint: disable=protected-access
+      np.testing.assert_allclose(m['root'], expected.root.numpy(), rtol=1e-5)
+  before = snapshot()
+  model.train_on_batch(x * np.nan, y)  # Step 4 refreshes, and is rejected.
+  assert int(opt.num_nonfinite) == 1
+  for modes, old in zip(snapshot(), before):
+    for m, m_old in zip(modes, old):
+      for key in m:
+        np.testing.assert_array_equal(m[key], m_old[key])
