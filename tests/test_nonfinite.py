@@ -114,16 +114,44 @@ def test_poisoned_batches_are_counted_logged_and_never_sampled():
               callbacks=[tfa.keras.SampleCollector()])
 
 
+def test_an_epoch_collector_counts_per_epoch_and_does_nothing_per_batch(
+    monkeypatch):
+  """With unit='epoch' the collector reads the optimizer's counters once
+  per epoch, not after every batch; the skipped steps are still counted,
+  logged and warned about."""
+  counts = []
+  original = tfa.keras.SampleCollector._check_nonfinite  # pylint: disable=protected-access
+  monkeypatch.setattr(tfa.keras.SampleCollector, '_check_nonfinite',
+                      lambda self, steps: counts.append(steps) or
+                      original(self, steps))
+  x, y = _poisoned()
+  model = _model()
+  collector = tfa.keras.SampleCollector(unit='epoch', burnin=0)
+  with pytest.warns(UserWarning, match='skipped'):
+    history = model.fit(x, y, batch_size=20, epochs=3, shuffle=False,
+                        verbose=0, callbacks=[collector,
+                                              tfa.keras.SamplerMonitor()])
+  assert counts == [12, 12, 12]  # Once per epoch of 12 steps.
+  assert history.history['num_nonfinite'] == [3, 6, 9]
+  assert collector.num_nonfinite == 9
+  assert [m.step for m in collector.members] == [12, 24, 36]
+  assert all(np.all(np.isfinite(w)) for m in collector.members
+             for w in m.weights)
+
+
 def test_all_batches_poisoned_is_reported_as_a_stuck_chain():
   x, y = _poisoned(every=1)
   x[:] = np.nan
   model = _model()
-  collector = tfa.keras.SampleCollector(stuck_steps=10)
-  with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter('always')
-    model.fit(x, y, batch_size=20, epochs=1, verbose=0, callbacks=[collector])
-  assert any('not moving' in str(w.message) for w in caught)
-  assert collector.members == []
+  for unit in ('step', 'epoch'):
+    collector = tfa.keras.SampleCollector(stuck_steps=10, unit=unit)
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter('always')
+      model.fit(x, y, batch_size=20, epochs=1, verbose=0,
+                callbacks=[collector])
+    assert any('not moving' in str(w.message) for w in caught), unit
+    if unit == 'step':  # No sample is due at a skipped step.
+      assert collector.members == []
 
 
 @pytest.mark.parametrize('jit', [False, True])

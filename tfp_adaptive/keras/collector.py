@@ -64,7 +64,10 @@ class SampleCollector(keras.callbacks.Callback):
       `num_nonfinite`, logged as ``num_nonfinite``, warned once, and a sample
       due at a skipped step is taken at the next good step) or ``'raise'``
       (`FloatingPointError` after the batch). An optimizer constructed with
-      ``nonfinite='raise'`` raises here too, also under XLA.
+      ``nonfinite='raise'`` raises here too, also under XLA: after the
+      batch, or with ``unit='epoch'`` after the epoch. (With
+      ``unit='epoch'`` and ``nonfinite='skip'`` the collector does no work
+      between batches: it counts the skipped steps at each epoch end.)
     validation_data: optional ``(x, y)`` or a `tf.data.Dataset` of
       ``(x, y)``: the running ensemble of every sample taken is scored at
       each epoch end (``val_ensemble_log_likelihood``, and
@@ -138,6 +141,10 @@ class SampleCollector(keras.callbacks.Callback):
                                              NONFINITE_POLICIES)
     self.validation_data = ensemble_lib.check_validation_data(validation_data)
     self.stuck_steps = validation.check_int('stuck_steps', stuck_steps, low=1)
+    # With nothing to do after each batch, the steps are counted at the
+    # epoch end: reading the optimizer's counters after every batch costs a
+    # small model's `fit` a noticeable share of its step.
+    self._counts_per_batch = self.unit == 'step' or self.nonfinite == 'raise'
     self.check_temperature = validation.check_bool('check_temperature',
                                                    check_temperature)
     self._thermometer = None
@@ -273,19 +280,30 @@ class SampleCollector(keras.callbacks.Callback):
   def on_train_batch_end(self, batch, logs=None):
     if self._thermometer is not None:
       self._thermometer.on_train_batch_end(batch, logs)
-    step = int(self.model.optimizer.iterations.numpy())
-    last = step - 1 if self._last_step is None else self._last_step
-    skipped = self._check_nonfinite(step - last)
-    if logs is not None:
-      logs['num_nonfinite'] = self.num_nonfinite
+    if not self._counts_per_batch:
+      return
+    step, last, skipped = self._count_steps(logs)
     if self.unit == 'step':
       if self.schedule.due(step, last) or self._pending:
         self._pending = skipped > 0
         if not self._pending:
           self.collect(step)
+
+  def _count_steps(self, logs):
+    """``(step, last step counted, skipped since)``: the optimizer's skipped steps counted (`_check_nonfinite`) and logged."""
+    step = int(self.model.optimizer.iterations.numpy())
+    last = step - 1 if self._last_step is None else self._last_step
+    skipped = self._check_nonfinite(step - last)
+    if logs is not None:
+      logs['num_nonfinite'] = self.num_nonfinite
     self._last_step = step
+    return step, last, skipped
 
   def on_epoch_end(self, epoch, logs=None):
+    if not self._counts_per_batch:
+      if self._last_step is None:
+        self._last_step = getattr(self, '_epoch_start', None)
+      self._count_steps(logs)
     self._epochs_done = epoch + 1
     if self.unit == 'epoch' and self.schedule.due(epoch + 1, epoch):
       self.collect(int(self.model.optimizer.iterations.numpy()))
