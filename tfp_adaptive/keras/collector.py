@@ -64,10 +64,9 @@ class SampleCollector(keras.callbacks.Callback):
       `num_nonfinite`, logged as ``num_nonfinite``, warned once, and a sample
       due at a skipped step is taken at the next good step) or ``'raise'``
       (`FloatingPointError` after the batch). An optimizer constructed with
-      ``nonfinite='raise'`` raises here too, also under XLA: after the
-      batch, or with ``unit='epoch'`` after the epoch. (With
-      ``unit='epoch'`` and ``nonfinite='skip'`` the collector does no work
-      between batches: it counts the skipped steps at each epoch end.)
+      ``nonfinite='raise'`` raises here too, also under XLA. (With
+      ``unit='epoch'`` and neither policy ``'raise'``, the collector does no
+      work between batches: it counts the skipped steps at each epoch end.)
     validation_data: optional ``(x, y)`` or a `tf.data.Dataset` of
       ``(x, y)``: the running ensemble of every sample taken is scored at
       each epoch end (``val_ensemble_log_likelihood``, and
@@ -141,10 +140,7 @@ class SampleCollector(keras.callbacks.Callback):
                                              NONFINITE_POLICIES)
     self.validation_data = ensemble_lib.check_validation_data(validation_data)
     self.stuck_steps = validation.check_int('stuck_steps', stuck_steps, low=1)
-    # With nothing to do after each batch, the steps are counted at the
-    # epoch end: reading the optimizer's counters after every batch costs a
-    # small model's `fit` a noticeable share of its step.
-    self._counts_per_batch = self.unit == 'step' or self.nonfinite == 'raise'
+    self._counts_per_batch = True  # Set at the start of `fit`.
     self.check_temperature = validation.check_bool('check_temperature',
                                                    check_temperature)
     self._thermometer = None
@@ -211,6 +207,11 @@ class SampleCollector(keras.callbacks.Callback):
       self._val = ensemble_lib.validation_arrays(self.validation_data)
     if self._optimizer_nonfinite is None:
       self._optimizer_nonfinite = _nonfinite_count(opt)
+    # With nothing to do after each batch, the steps are counted at the
+    # epoch end: reading the optimizer's counters after every batch costs a
+    # small model's `fit` a noticeable share of its step.
+    self._counts_per_batch = self.unit == 'step' or 'raise' in (
+        self.nonfinite, getattr(opt, 'nonfinite', 'skip'))
     self._writes = distribute.is_chief(model.distribute_strategy)
     if self._store is not None and self._writes:
       self._open_directory()

@@ -485,8 +485,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
             '%s(nonfinite=\'raise\') under jit_compile=True: XLA drops the '
             'in-graph check, so a non-finite step is skipped and counted in '
             '`num_nonfinite` but raises only where a SampleCollector checks '
-            'the count: after each batch, or with unit=\'epoch\' after each '
-            'epoch.' % type(self).__name__)
+            'the count after each batch.' % type(self).__name__)
       with tf.control_dependencies([tf.debugging.Assert(ok, [
           'Non-finite gradient, Γ or weights in %s at iteration' % self.name,
           step, '; lower the learning rate or check the model.'])]):
