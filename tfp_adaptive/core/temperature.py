@@ -36,6 +36,18 @@ Geweke-type test). `verdict` judges a reading only once it is stationary,
 so no advice is given during a transient: a reading is *biased* when its
 ``±INTERVAL_Z·se`` interval lies wholly outside ``τ(1 ± TOLERANCE)``.
 `TOLERANCE` = 0.1 is the temperature error of sds 5% off.
+
+The same integration by parts, once per coordinate, gives a second
+identity, ``E_π[|∇U|²] = τ · E_π[ΔU]`` (the Laplacian form), read by
+`read_ratio` as ``T_ΔU = ⟨|∇U|²⟩ / ⟨ΔU⟩`` with Hutchinson estimates of the
+Laplacian. For the Gaussian target above, ``T_ΔU = tr(H² Σ_s)/tr(H)``: the
+directions are weighted by their curvature, where the virial weighs them
+equally. A network's posterior has a few stiff directions that the data
+pin down (they set its predictions) among many the prior alone sets; a
+step too long for the stiff ones heats them and leaves the rest at ``τ``,
+which the virial averages away and the Laplacian form reads. Its numerator
+needs the exact squared gradient: with a stochastic gradient, the product
+of two independent draws ``∇Û₁·∇Û₂`` (unbiased), not ``|∇Û|²``.
 """
 
 import collections
@@ -44,7 +56,7 @@ import numpy as np
 
 __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
            'TOLERANCE', 'advice', 'advice_per_part', 'effective_size',
-           'final_verdict', 'read', 'verdict']
+           'final_verdict', 'read', 'read_ratio', 'verdict']
 
 TOLERANCE = 0.1
 INTERVAL_Z = 3.
@@ -255,3 +267,43 @@ def advice_per_part(readings, whole, where, temperature, step_name,
     if message:
       out[key] = message
   return out
+
+
+def _ratio(numerators, denominators, shared_noise):
+  """``ā / b̄`` of ``[draws, chains]`` arrays, its standard error (delta method) and effective size."""
+  b = float(denominators.mean())
+  if not b > 0.:  # Not a Laplacian to read against: no reading.
+    return 0., np.inf, 0.
+  ratio = float(numerators.mean()) / b
+  _, se, ess = _mean_se((numerators - ratio * denominators) / b, shared_noise)
+  return ratio, se, ess
+
+
+def read_ratio(squared_gradients, laplacians, size, shared_noise=False):
+  """The `Reading` of the Laplacian form ``T = ⟨|∇U|²⟩ / ⟨ΔU⟩`` of one block.
+
+  Args:
+    squared_gradients: array ``[draws]`` or ``[draws, chains]``: per draw,
+      ``|∇U|²`` over the block (or an unbiased estimate of it).
+    laplacians: array of the same shape: per draw, an unbiased estimate of
+      the block's ``ΔU`` (the trace of its block of the Hessian of ``U``).
+    size: ``D``, the number of coordinates of the block (reported only).
+    shared_noise: as `read`.
+
+  Returns:
+    `Reading`; with a mean Laplacian that is not positive (a target that is
+    not log-concave on average where the chain went), a reading of no
+    effective draws, which is never judged.
+  """
+  a = np.asarray(squared_gradients, np.float64)
+  b = np.asarray(laplacians, np.float64)
+  if a.ndim == 1:
+    a, b = a[:, None], b[:, None]
+  a, b = a.reshape(a.shape[0], -1), b.reshape(b.shape[0], -1)
+  ratio, se, ess = _ratio(a, b, shared_noise)
+  half = a.shape[0] // 2
+  (m1, s1, _), (m2, s2, _) = (_ratio(a[:half], b[:half], shared_noise),
+                              _ratio(a[half:], b[half:], shared_noise))
+  spread = np.hypot(s1, s2)
+  z = (m2 - m1) / spread if np.isfinite(spread) and spread > 0. else 0.
+  return Reading(ratio, se, ess, m1, m2, float(z), int(size))

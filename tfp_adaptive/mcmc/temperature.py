@@ -3,8 +3,9 @@
 The reading and its verdict are `tfp_adaptive.core.temperature`'s; this
 module only evaluates ``∇û`` at the samples. It works after any run, of
 `tfp_adaptive.mcmc.sample` or of `tfp.mcmc.sample_chain`, costs one gradient
-per chain for each of at most `max_draws` draws, and reads in the space the
-kernel samples in: through a `tfp.mcmc.TransformedTransitionKernel`, the
+per chain for each of at most `max_draws` draws (and, for the Laplacian
+form, a Hessian-vector product), and reads in the space the kernel samples
+in: through a `tfp.mcmc.TransformedTransitionKernel`, the
 unconstrained one, where the virial identity holds for the transformed
 density (its log-Jacobian included).
 """
@@ -34,6 +35,17 @@ def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
   autocorrelation of the draws; the reading is judged only when its two
   halves agree (`tfp_adaptive.core.temperature.verdict`).
 
+  The whole state is also read in the Laplacian form,
+  ``T_ΔU = ⟨|∇U|²⟩ / ⟨ΔU⟩`` (Hutchinson traces of the Hessian), which
+  weighs each direction by its curvature: the stiff directions that a
+  step too long heats first, and that set a network's predictions, count
+  most there, where the virial averages them with every direction the
+  prior alone sets. It is returned, not warned on: on a network it reads
+  stiff directions heated well before the predictions move (the panel of
+  the benchmark results has both readings against a NUTS reference). A
+  target without second derivatives, or whose mean Laplacian over the
+  draws is not positive, has no Laplacian reading.
+
   Args:
     kernel: the kernel that ran: ours, TFP's (`tfp.mcmc.NoUTurnSampler`,
       `tfp.mcmc.HamiltonianMonteCarlo`, … at ``τ = 1``), or one wrapping
@@ -55,7 +67,8 @@ def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
 
   Returns:
     dict: ``'overall'`` and each state part's index to its
-    `tfp_adaptive.core.temperature.Reading`.
+    `tfp_adaptive.core.temperature.Reading`, and ``'laplacian'`` to the
+    whole state's reading in the Laplacian form (when there is one).
 
   Example:
     >>> samples = tfp.mcmc.sample_chain(2000, state, kernel=kernel,
@@ -76,11 +89,15 @@ def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
                                               shared)}
   for k, (v, size) in enumerate(zip(virials, sizes)):
     readings[k] = temperature_lib.read(v, size, shared)
+  curvature = _laplacian_terms(inner.target_log_prob_fn, parts, seed)
+  if curvature is not None:
+    readings['laplacian'] = temperature_lib.read_ratio(
+        curvature[0], curvature[1], sum(sizes), shared)
   if warn:
     ours = isinstance(inner, kernel_lib.AdaptiveSGMCMC)
     params = inner.parameters
     messages = temperature_lib.advice_per_part(
-        readings, 'overall',
+        {k: r for k, r in readings.items() if k != 'laplacian'}, 'overall',
         lambda key: 'the whole state' if key == 'overall' else
         'state part %d' % key, float(params.get('temperature', 1.)),
         'step_size', adaptive=ours and inner.algorithm.adapts_throughout,
@@ -153,6 +170,61 @@ def _virials(target_log_prob_fn, parts, seed):
     centred = p - p.mean(tuple(range(1 + batch_ndims)), keepdims=True)
     out.append(-np.sum(centred * g, axis=axes))
   return out, needs_seed
+
+
+def _laplacian_terms(target_log_prob_fn, parts, seed):
+  """``[draws, chains...]`` arrays of ``|∇U|²`` and of a Hutchinson ``ΔU`` over the whole state, or `None`.
+
+  A stochastic target (one that takes a seed) gives ``∇Û₁·∇Û₂`` from two
+  independent draws of its noise, unbiased for ``|∇U|²``; the Laplacian is
+  ``zᵀ H z`` for Rademacher ``z``, one Hessian-vector product per draw.
+  `None` when the target has no second derivatives.
+  """
+  needs_seed = (getattr(target_log_prob_fn, 'needs_seed', False) and
+                not isinstance(target_log_prob_fn, minibatch.MinibatchLogProb))
+  seeds = tf.random.experimental.stateless_split(
+      tfp.random.sanitize_seed(seed), int(parts[0].shape[0]))
+
+  def terms_of(draws, seeds):
+    def one(args):
+      state, s = args
+      s_probe, s_one, s_two = tf.unstack(
+          tf.random.experimental.stateless_split(s, 3))
+      probes = [tf.cast(2 * tf.random.stateless_uniform(
+          tf.shape(p), seed=tfp.random.split_seed(s_probe, len(state))[k],
+          minval=0, maxval=2, dtype=tf.int32) - 1, p.dtype)
+                for k, p in enumerate(state)]
+
+      def grad(seed):
+        with tf.GradientTape() as tape:
+          tape.watch(state)
+          lp = (target_log_prob_fn(*state, seed=seed) if needs_seed
+                else target_log_prob_fn(*state))
+        return tape.gradient(lp, state), lp
+      with tf.GradientTape() as outer:
+        outer.watch(state)
+        g, lp = grad(s_one)
+        g_dot_z = tf.add_n([tf.reduce_sum(
+            gk * zk, axis=tf.range(tf.rank(lp), tf.rank(gk)))
+                            for gk, zk in zip(g, probes)])
+      hz = outer.gradient(g_dot_z, state)
+      g2 = grad(s_two)[0] if needs_seed else g
+      # U = −log p: ΔU = −zᵀ(∇² log p)z, |∇U|² = ∇log p·∇log p.
+      laplacian = -tf.add_n([
+          tf.reduce_sum(tf.zeros_like(zk) if h is None else h * zk,
+                        axis=tf.range(tf.rank(lp), tf.rank(zk)))
+          for h, zk in zip(hz, probes)])
+      squared = tf.add_n([tf.reduce_sum(
+          a * b, axis=tf.range(tf.rank(lp), tf.rank(a))) for a, b in zip(g, g2)])
+      return squared, laplacian
+    return tf.map_fn(one, (draws, seeds), fn_output_signature=(
+        draws[0].dtype, draws[0].dtype))
+  try:
+    squared, laplacian = _compat.quiet_function(terms_of, False)(parts, seeds)
+  except (LookupError, TypeError, ValueError, NotImplementedError,
+          tf.errors.InvalidArgumentError):  # No second derivatives.
+    return None
+  return np.asarray(squared, np.float64), np.asarray(laplacian, np.float64)
 
 
 def _event_size(part, virial):
