@@ -4,12 +4,14 @@ Each target has a reference for its posterior sds: exact (a correlated
 Gaussian, a Bayesian linear regression with full-batch and with minibatch
 gradients, Neal's funnel's marginals) or a NUTS run of TFP's in the same
 process (eight schools, a Bayesian logistic regression on scikit-learn's
-breast cancer data). Each sampler runs with `tfa.mcmc.sample` at the
+breast cancer data, and a small Bayesian MLP, `benchmarks.bayesian_mlp`,
+whose sds are those of its logits at test inputs). Each sampler runs with `tfa.mcmc.sample` at the
 documented settings and at some off them, with Γ dropped, corrected, or
 with the metric frozen after burn-in. Reported per run: the largest
 relative error of the sds over the coordinates (with its Monte Carlo
 standard error), the configurational temperature
-(`tfa.mcmc.check_temperature`), every warning the run gave, and the time.
+(`tfa.mcmc.check_temperature`) in its virial and its Laplacian form, every
+warning the run gave, and the time.
 
 A run is *biased* when its sd error exceeds the documented 5% by more than
 two standard errors, *accurate* when it is within 5% by as much, and
@@ -30,6 +32,7 @@ import tensorflow_probability as tfp
 import tfp_adaptive as tfa
 from benchmarks import common
 from benchmarks import regimes
+from tfp_adaptive.core import temperature as temperature_lib
 from tfp_adaptive.mcmc import kernel as kernel_lib
 
 TOLERANCE = 0.05
@@ -115,6 +118,14 @@ def _logistic():
   ref = _nuts_sds(log_prob, tf.zeros([64, x.shape[1]])).numpy()
   return log_prob, _group_sds(ref), np.zeros([CHAINS, x.shape[1]],
                                              np.float32)
+
+
+def _mlp():
+  from benchmarks import bayesian_mlp  # pylint: disable=g-import-not-at-top
+  target = bayesian_mlp.Target()
+  ref = target.project(target.nuts(32, 1000))
+  return (target.minibatch, _group_sds(ref), target.init(CHAINS, 5), None,
+          target.project)
 
 
 def _eight_schools():
@@ -205,6 +216,13 @@ def runs(quick):
           ('Monge α=0.9 corrected', _monge(0.9, 'corrected'), 0.05, 20000,
            10),
           ('SGLD', SGLD, 0.05, 20000, 10)]),
+      ('Bayesian MLP, minibatch 10', _mlp, [
+          ('SGLD', SGLD, 3e-4, 40000, 40), ('SGLD', SGLD, 3e-3, 40000, 40)] + [
+              (label.replace(' none', ' frozen') if f else label, k, h,
+               40000, 40)
+              for label, k, f in pre(0.95, 1e-3) for h in (3e-3,)] + [
+                  ('PSGLD α=0.95 bias=0.001 corrected',
+                   _psgld(0.95, 1e-3, 'corrected'), 3e-2, 40000, 40)]),
   ]
   if quick:  # That every piece runs, at one target: an accurate run, a biased one.
     first = table[0]
@@ -229,7 +247,7 @@ def run_one(fn, init, bijectors, factory, h, steps, thin, quick):
   readings = tfa.mcmc.check_temperature(kernel, samples, warn=False)
   said = sorted({_kind(str(w.message)) for w in caught
                  if issubclass(w.category, UserWarning)})
-  return samples, readings['overall'], said, seconds
+  return samples, readings, said, seconds
 
 
 KINDS = ('configurational temperature', 'non-finite', 'drift_ratio', 'lag',
@@ -244,9 +262,14 @@ def _kind(message):
   return message[:40]
 
 
-def sd_error(samples, reference, bijectors=None):
-  """Largest relative sd error over the coordinates and its standard error (groups of chains, the reference's included)."""
-  sds, se = _group_sds(_flat(samples, bijectors))
+def sd_error(samples, reference, bijectors=None, project=None):
+  """Largest relative sd error over the coordinates and its standard error (groups of chains, the reference's included).
+
+  `project` maps the samples to the ``[draws, chains, coordinates]`` that
+  are compared (the network's logits at test inputs), else `_flat`.
+  """
+  sds, se = _group_sds(project(samples) if project else
+                       _flat(samples, bijectors))
   ref, ref_se = reference
   rel = sds / ref - 1.
   se = np.hypot(se / ref, (1. + rel) * ref_se / ref)
@@ -269,25 +292,37 @@ def sweep(quick):
     built = build()
     fn, ref_sds, init = built[:3]
     bijectors = built[3] if len(built) > 3 else None
+    project = built[4] if len(built) > 4 else None
     for label, factory, h, steps, thin in configs:
-      samples, reading, said, seconds = run_one(
+      samples, readings, said, seconds = run_one(
           fn, init, bijectors, factory, h, steps, thin, quick)
-      err, se = sd_error(samples, ref_sds, bijectors)
+      err, se = sd_error(samples, ref_sds, bijectors, project)
+      reading, laplacian = readings['overall'], readings.get('laplacian')
       rows.append(dict(target=target, sampler=label, h=h, err=err, se=se,
                        truth=classify(err, se), reading=reading,
-                       warned=bool(said), said=said, seconds=seconds))
-      print('%-24s %-34s h=%-8g sd err %+.3f ± %.3f  T = %.3f ± %.3f  %s'
+                       laplacian=laplacian, warned=bool(said), said=said,
+                       laplacian_warns=laplacian is not None and
+                       temperature_lib.final_verdict(laplacian) not in (
+                           'accurate', 'too short'),
+                       seconds=seconds))
+      print('%-24s %-34s h=%-8g sd err %+.3f ± %.3f  T = %.3f ± %.3f  '
+            'T_L = %s  %s'
             % (target, label, h, err, se, reading.temperature,
-               reading.standard_error, ', '.join(said) or 'silent'),
-            flush=True)
+               reading.standard_error, _reading(laplacian),
+               ', '.join(said) or 'silent'), flush=True)
   return rows
 
 
-def confusion(rows):
+def _reading(r):
+  return '—' if r is None else '%.3g ± %.2g' % (r.temperature,
+                                               r.standard_error)
+
+
+def confusion(rows, key='warned'):
   truths = ('accurate', 'biased', 'unclear')
   counts = {(t, w): 0 for t in truths for w in (True, False)}
   for r in rows:
-    counts[(r['truth'], r['warned'])] += 1
+    counts[(r['truth'], r[key])] += 1
   return [[truth, str(counts[(truth, True)]), str(counts[(truth, False)])]
           for truth in truths]
 
@@ -298,8 +333,7 @@ def main():
   rows = sweep(args.quick)
   table = [[r['target'], r['sampler'], '%g' % r['h'],
             '%+.3g ± %.2g' % (r['err'], r['se']), r['truth'],
-            '%.3g ± %.2g' % (r['reading'].temperature,
-                             r['reading'].standard_error),
+            _reading(r['reading']), _reading(r['laplacian']),
             ', '.join(r['said']) or '—', '%.1f' % r['seconds']] for r in rows]
   note = ('Command: `python -m benchmarks.panel%s`. %d chains per run, half '
           'the steps burn-in. "sd error": the largest relative error of the '
@@ -307,16 +341,23 @@ def main():
           'schools), ± its standard error over 8 groups of chains (and of '
           'the NUTS reference\'s, where there is one); biased '
           'when beyond 5%% by two standard errors or off by more than 100%%, accurate when within 5%% '
-          'by as much, unclear between. Warnings: the names of '
-          'what `tfa.mcmc.sample` warned about.\n\nConfusion matrix '
-          '(runs):\n\n%s' % (' --quick' if args.quick else '', CHAINS,
-                             common.markdown_table(
-                                 ['', 'warned', 'silent'], confusion(rows))))
+          'by as much, unclear between. The Bayesian MLP: the sds of its '
+          'logits at 50 test inputs against NUTS (32 chains of 1000 draws). '
+          'Temperatures: the virial reading that `tfa.mcmc.sample` warns '
+          'on, and the Laplacian form, which it reports only. Warnings: the '
+          'names of what `tfa.mcmc.sample` warned about.\n\nConfusion '
+          'matrix (runs):\n\n%s\n\nHad the Laplacian form been judged by '
+          'the same rule (warned: its reading alone):\n\n%s'
+          % (' --quick' if args.quick else '', CHAINS,
+             common.markdown_table(['', 'warned', 'silent'], confusion(rows)),
+             common.markdown_table(['', 'warned', 'silent'],
+                                   confusion(rows, 'laplacian_warns'))))
   common.write_table(
       os.path.join(out, 'panel.md'),
       'The panel: runs off their target against the warnings',
       ['target', 'sampler', 'h', 'sd error', 'truth',
-       'configurational temperature', 'warnings', 'seconds'], table, note)
+       'configurational temperature', 'Laplacian form', 'warnings',
+       'seconds'], table, note)
 
 
 if __name__ == '__main__':

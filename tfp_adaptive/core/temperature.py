@@ -271,6 +271,9 @@ def advice_per_part(readings, whole, where, temperature, step_name,
 
 def _ratio(numerators, denominators, shared_noise):
   """``ā / b̄`` of ``[draws, chains]`` arrays, its standard error (delta method) and effective size."""
+  if not (np.all(np.isfinite(numerators)) and
+          np.all(np.isfinite(denominators))):  # A chain that left the target.
+    return np.inf, np.inf, 0.
   b = float(denominators.mean())
   if not b > 0.:  # Not a Laplacian to read against: no reading.
     return 0., np.inf, 0.
@@ -293,7 +296,8 @@ def read_ratio(squared_gradients, laplacians, size, shared_noise=False):
   Returns:
     `Reading`; with a mean Laplacian that is not positive (a target that is
     not log-concave on average where the chain went), a reading of no
-    effective draws, which is never judged.
+    effective draws, which is never judged; with non-finite terms, an
+    infinite reading (judged hot).
   """
   a = np.asarray(squared_gradients, np.float64)
   b = np.asarray(laplacians, np.float64)

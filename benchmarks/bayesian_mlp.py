@@ -1,0 +1,89 @@
+"""A small Bayesian MLP with a NUTS reference: two moons, 2-8-8-1 tanh, N(0, 1) priors.
+
+The panel's network target (`benchmarks.panel`). Its weights have no
+meaningful marginal sds (the posterior is symmetric under swapping and
+sign-flipping hidden units, and chains settle in different copies), so it
+is judged in function space: the posterior sds of the logits at test
+inputs, which every copy shares. The reference is TFP's NUTS on the full
+data; the samplers get minibatches of 10 of the 100 examples.
+"""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_adaptive as tfa
+
+HIDDEN = 8
+SHAPES = [(2, HIDDEN), (HIDDEN,), (HIDDEN, HIDDEN), (HIDDEN,), (HIDDEN, 1),
+          (1,)]
+SIZES = [int(np.prod(s)) for s in SHAPES]
+SIZE = sum(SIZES)
+
+
+def moons(n, seed):
+  """``n`` points of two interleaved, noisy half circles and their 0/1 labels."""
+  rng = np.random.default_rng(seed)
+  t = rng.uniform(0., np.pi, n)
+  label = rng.integers(0, 2, n)
+  x = np.where(label[:, None] == 0,
+               np.stack([np.cos(t), np.sin(t)], 1),
+               np.stack([1. - np.cos(t), 0.5 - np.sin(t)], 1))
+  x = x + 0.25 * rng.normal(size=x.shape) - [0.5, 0.25]
+  return x.astype(np.float32), label.astype(np.float32)
+
+
+def logits(w, x):
+  """``[chains..., n]`` logits of flat weights ``w`` (``[chains..., SIZE]``) at inputs ``x``."""
+  batch = tf.shape(w)[:-1]
+  p = [tf.reshape(part, tf.concat([batch, s], 0))
+       for part, s in zip(tf.split(w, SIZES, axis=-1), SHAPES)]
+  h = tf.tanh(tf.einsum('nd,...dh->...nh', x, p[0]) + p[1][..., None, :])
+  h = tf.tanh(tf.einsum('...nd,...dh->...nh', h, p[2]) + p[3][..., None, :])
+  return tf.einsum('...nd,...dh->...nh', h, p[4])[..., 0] + p[5]
+
+
+def _log_likelihood(parts, batch):
+  f = logits(parts[0], batch[0])
+  return -tf.nn.sigmoid_cross_entropy_with_logits(
+      labels=tf.broadcast_to(batch[1], tf.shape(f)), logits=f)
+
+
+def _log_prior(parts):
+  return -0.5 * tf.reduce_sum(parts[0] ** 2, -1)
+
+
+class Target(object):
+  """The data, the samplers' minibatch target, NUTS's full one, and the function-space projection."""
+
+  def __init__(self, n=100, test=50, batch_size=10):
+    x, y = moons(n, 0)
+    self.data = (tf.constant(x), tf.constant(y))
+    self.test_inputs = tf.constant(moons(test, 1)[0])
+    self.minibatch = tfa.minibatch_log_prob(_log_likelihood, self.data,
+                                            batch_size,
+                                            log_prior_fn=_log_prior)
+
+  def log_prob(self, w):
+    return (tf.reduce_sum(_log_likelihood([w], self.data), -1)
+            + _log_prior([w]))
+
+  def init(self, chains, seed):
+    return tf.random.stateless_normal([chains, SIZE], seed=(seed, 7)) * 0.5
+
+  def project(self, samples):
+    """``[draws, chains, test]`` logits at the test inputs."""
+    return logits(tf.convert_to_tensor(samples), self.test_inputs).numpy()
+
+  def nuts(self, chains, draws, seed=1):
+    """NUTS draws ``[draws, chains, SIZE]`` on all the data."""
+    kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(
+        tfp.mcmc.NoUTurnSampler(self.log_prob, 0.05, max_tree_depth=8), 800)
+    init = self.init(chains, seed)
+
+    @tf.function(jit_compile=True, autograph=False)
+    def run():
+      return tfp.mcmc.sample_chain(draws, init, kernel=kernel,
+                                   num_burnin_steps=1000, trace_fn=None,
+                                   seed=(seed, 9))
+    return run()
