@@ -285,6 +285,10 @@ def _ratio(numerators, denominators, shared_noise):
 def read_ratio(squared_gradients, laplacians, size, shared_noise=False):
   """The `Reading` of the Laplacian form ``T = ⟨|∇U|²⟩ / ⟨ΔU⟩`` of one block.
 
+  Both readings are cases of ``τ = ⟨∇U·B⟩ / ⟨∇·B⟩`` for a vector field
+  ``B`` (Jepps, Ayton & Evans 2000, Phys. Rev. E 62, 4757): ``B = θ − c``
+  gives the virial of `read`, ``B = ∇U`` this form.
+
   Args:
     squared_gradients: array ``[draws]`` or ``[draws, chains]``: per draw,
       ``|∇U|²`` over the block (or an unbiased estimate of it).

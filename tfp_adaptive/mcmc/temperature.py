@@ -40,9 +40,11 @@ def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
   weighs each direction by its curvature: the stiff directions that a
   step too long heats first, and that set a network's predictions, count
   most there, where the virial averages them with every direction the
-  prior alone sets. It is returned, not warned on: on a network it reads
-  stiff directions heated well before the predictions move (the panel of
-  the benchmark results has both readings against a NUTS reference). A
+  prior alone sets. It is returned, not warned on: it reads the network
+  runs whose predictions are off while the virial reads ``τ``, but also
+  the heated stiff directions of runs whose coordinates' sds are within
+  5% (the panel of the benchmark results has both readings against exact
+  and NUTS references). A
   target without second derivatives, or whose mean Laplacian over the
   draws is not positive, has no Laplacian reading.
 
