@@ -279,6 +279,52 @@ class BayesianEnsemble(object):
           '`predict`/`evaluate`, which build it first.')
     self.model(tf.nest.map_structure(lambda a: a[:1], x))
 
+  @classmethod
+  def combine(cls, ensembles):
+    """One ensemble of the members of several, each chain kept apart.
+
+    For independent chains run in one process, one `fit` each from fresh
+    weights (as a deep ensemble is trained): a chain explores the mode it
+    falls into, and chains started apart add the modes to each other, at
+    no extra cost per gradient. The members of ``ensembles[k]`` keep their
+    order; their `Member.chain` indices follow those of the ensembles
+    before it. The result predicts with the first ensemble's model.
+
+    Args:
+      ensembles: a non-empty list of `BayesianEnsemble`s of one
+        architecture, likelihood and weighting.
+
+    Raises:
+      TypeError: an item is not a `BayesianEnsemble`.
+      ValueError: the list is empty, or the ensembles differ in their
+        model's variables (the first that differs is named), likelihood or
+        weighting.
+    """
+    ensembles = list(ensembles)
+    if not ensembles:
+      raise ValueError('`ensembles` must hold at least one BayesianEnsemble. '
+                       'Received an empty list.')
+    for k, e in enumerate(ensembles):
+      if not isinstance(e, cls):
+        raise TypeError('`ensembles[%d]` must be a BayesianEnsemble. '
+                        'Received: %r' % (k, e))
+    first, members, offset = ensembles[0], [], 0
+    for k, e in enumerate(ensembles):
+      if e.model.weights and first.model.weights:
+        check_structure(first.model, [np.empty(v.shape, np.bool_)
+                                      for v in e.model.weights],
+                        'the model of `ensembles[%d]`' % k)
+      for name in ('likelihood', 'weighting'):
+        if getattr(e, name) != getattr(first, name):
+          raise ValueError('`ensembles[%d]` has the %s %r, `ensembles[0]` %r: '
+                           'only ensembles of one %s combine.'
+                           % (k, name, getattr(e, name),
+                              getattr(first, name), name))
+      members += [m._replace(chain=offset + m.chain) for m in e.members]
+      offset += max(m.chain for m in e.members) + 1 if e.members else 0
+    return cls(first.model, members, likelihood=first.likelihood,
+               weighting=first.weighting)
+
   @property
   def chains(self):
     """Sorted chain indices of the members (one per sample directory loaded)."""
@@ -289,7 +335,22 @@ class BayesianEnsemble(object):
     """Writes the members, ``model.json`` and a verified manifest to `directory`.
 
     The directory must be new or empty of samples; `load` reads it back.
+    An ensemble of several chains (`combine`, or `load` of several sample
+    directories) writes one subdirectory per chain, ``chain_0``,
+    ``chain_1``, … (zero-padded to sort in order), as `load` reads them.
     """
+    chains = self.chains
+    if len(chains) > 1:
+      if os.path.exists(os.path.join(directory, sample_store.MANIFEST)):
+        raise ValueError('%s already holds samples; save into a new '
+                         'directory.' % directory)
+      width = len(str(len(chains) - 1))
+      for k, chain in enumerate(chains):
+        type(self)(self.model, [m._replace(chain=0) for m in self.members
+                                if m.chain == chain],
+                   likelihood=self.likelihood, weighting=self.weighting).save(
+                       os.path.join(directory, 'chain_%0*d' % (width, k)))
+      return
     store = sample_store.SampleStore(directory)
     store.acquire()
     try:
