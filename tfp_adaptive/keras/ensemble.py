@@ -291,7 +291,7 @@ class BayesianEnsemble(object):
     before it. The result predicts with the first ensemble's model.
 
     Args:
-      ensembles: a non-empty list of `BayesianEnsemble`s of one
+      ensembles: a non-empty list of `BayesianEnsemble` objects of one
         architecture, likelihood and weighting.
 
     Raises:
