@@ -133,10 +133,15 @@ def read(virials, size, shared_noise=False):
   if v.ndim == 1:
     v = v[:, None]
   v = v.reshape(v.shape[0], -1)
-  mean, se, ess = _mean_se(v, shared_noise)
-  half = v.shape[0] // 2
-  (m1, s1, _), (m2, s2, _) = (_mean_se(v[:half], shared_noise),
-                              _mean_se(v[half:], shared_noise))
+  return _with_halves(lambda x: _mean_se(x, shared_noise), [v], size)
+
+
+def _with_halves(estimate, series, size):
+  """The `Reading` of ``estimate(*series) -> (mean, se, ess)`` on ``[draws, chains]`` series and on each half of them."""
+  mean, se, ess = estimate(*series)
+  half = series[0].shape[0] // 2
+  (m1, s1, _), (m2, s2, _) = (estimate(*[x[:half] for x in series]),
+                              estimate(*[x[half:] for x in series]))
   z = (m2 - m1) / np.hypot(s1, s2) if np.isfinite(np.hypot(s1, s2)) else 0.
   return Reading(mean, se, ess, m1, m2, float(z), int(size))
 
@@ -308,10 +313,4 @@ def read_ratio(squared_gradients, laplacians, size, shared_noise=False):
   if a.ndim == 1:
     a, b = a[:, None], b[:, None]
   a, b = a.reshape(a.shape[0], -1), b.reshape(b.shape[0], -1)
-  ratio, se, ess = _ratio(a, b, shared_noise)
-  half = a.shape[0] // 2
-  (m1, s1, _), (m2, s2, _) = (_ratio(a[:half], b[:half], shared_noise),
-                              _ratio(a[half:], b[half:], shared_noise))
-  spread = np.hypot(s1, s2)
-  z = (m2 - m1) / spread if np.isfinite(spread) and spread > 0. else 0.
-  return Reading(ratio, se, ess, m1, m2, float(z), int(size))
+  return _with_halves(lambda x, y: _ratio(x, y, shared_noise), [a, b], size)

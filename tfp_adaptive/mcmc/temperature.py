@@ -137,6 +137,27 @@ def _sampled_space(kernel, parts):
   return kernel, parts
 
 
+def _draw_seeds(target_log_prob_fn, parts, seed):
+  """Whether the target is read with a seed, and one stateless seed per draw of `parts`.
+
+  A `MinibatchLogProb` is read without one: on all its data, the exact
+  gradient, free of minibatch noise.
+  """
+  needs_seed = (getattr(target_log_prob_fn, 'needs_seed', False) and
+                not isinstance(target_log_prob_fn, minibatch.MinibatchLogProb))
+  return needs_seed, tf.random.experimental.stateless_split(
+      tfp.random.sanitize_seed(seed), int(parts[0].shape[0]))
+
+
+def _gradient(target_log_prob_fn, state, seed, needs_seed):
+  """``∇ log p`` of the parts of `state` and ``log p``, with `seed` for a stochastic target."""
+  with tf.GradientTape() as tape:
+    tape.watch(state)
+    lp = (target_log_prob_fn(*state, seed=seed) if needs_seed
+          else target_log_prob_fn(*state))
+  return tape.gradient(lp, state), lp
+
+
 def _virials(target_log_prob_fn, parts, seed):
   """Per part, ``[draws, chains...]`` arrays of ``(θ − θ̄)·(−∇û)``; whether their chains share a minibatch.
 
@@ -145,21 +166,12 @@ def _virials(target_log_prob_fn, parts, seed):
   ``τD/ESS``, is that of the pooled effective size (a chain's own mean
   would bring its own, far larger one).
   """
-  # A `MinibatchLogProb` without a seed evaluates all its data: the exact
-  # gradient, and a reading free of minibatch noise.
-  needs_seed = (getattr(target_log_prob_fn, 'needs_seed', False) and
-                not isinstance(target_log_prob_fn, minibatch.MinibatchLogProb))
-  seeds = tf.random.experimental.stateless_split(
-      tfp.random.sanitize_seed(seed), int(parts[0].shape[0]))
+  needs_seed, seeds = _draw_seeds(target_log_prob_fn, parts, seed)
 
   def grads_of(draws, seeds):
     def one(args):
       state, s = args
-      with tf.GradientTape() as tape:
-        tape.watch(state)
-        lp = (target_log_prob_fn(*state, seed=s) if needs_seed
-              else target_log_prob_fn(*state))
-      return tape.gradient(lp, state), lp
+      return _gradient(target_log_prob_fn, state, s, needs_seed)
     return tf.map_fn(one, (draws, seeds),
                      fn_output_signature=([tf.TensorSpec(None, p.dtype)
                                            for p in draws], draws[0].dtype))
@@ -182,10 +194,7 @@ def _laplacian_terms(target_log_prob_fn, parts, seed):
   ``zᵀ H z`` for Rademacher ``z``, one Hessian-vector product per draw.
   `None` when the target has no second derivatives.
   """
-  needs_seed = (getattr(target_log_prob_fn, 'needs_seed', False) and
-                not isinstance(target_log_prob_fn, minibatch.MinibatchLogProb))
-  seeds = tf.random.experimental.stateless_split(
-      tfp.random.sanitize_seed(seed), int(parts[0].shape[0]))
+  needs_seed, seeds = _draw_seeds(target_log_prob_fn, parts, seed)
 
   def terms_of(draws, seeds):
     def one(args):
@@ -196,21 +205,15 @@ def _laplacian_terms(target_log_prob_fn, parts, seed):
           tf.shape(p), seed=tfp.random.split_seed(s_probe, len(state))[k],
           minval=0, maxval=2, dtype=tf.int32) - 1, p.dtype)
                 for k, p in enumerate(state)]
-
-      def grad(seed):
-        with tf.GradientTape() as tape:
-          tape.watch(state)
-          lp = (target_log_prob_fn(*state, seed=seed) if needs_seed
-                else target_log_prob_fn(*state))
-        return tape.gradient(lp, state), lp
       with tf.GradientTape() as outer:
         outer.watch(state)
-        g, lp = grad(s_one)
+        g, lp = _gradient(target_log_prob_fn, state, s_one, needs_seed)
         g_dot_z = tf.add_n([tf.reduce_sum(
             gk * zk, axis=tf.range(tf.rank(lp), tf.rank(gk)))
                             for gk, zk in zip(g, probes)])
       hz = outer.gradient(g_dot_z, state)
-      g2 = grad(s_two)[0] if needs_seed else g
+      g2 = (_gradient(target_log_prob_fn, state, s_two, needs_seed)[0]
+            if needs_seed else g)
       # U = −log p: ΔU = −zᵀ(∇² log p)z, |∇U|² = ∇log p·∇log p.
       laplacian = -tf.add_n([
           tf.reduce_sum(tf.zeros_like(zk) if h is None else h * zk,
