@@ -23,6 +23,7 @@
   towards the prior's scale.
 """
 
+import re
 import warnings
 
 import keras
@@ -85,20 +86,32 @@ def _stiff(x):
   return -0.5 * tf.reduce_sum(tf.constant(STIFF, x.dtype) * x ** 2, -1)
 
 
-def test_laplacian_form_weighs_directions_by_their_curvature():
+def test_laplacian_form_weighs_directions_by_their_curvature_and_warns():
   h = 0.02  # SGLD: the stiff direction samples at twice its variance.
   heat = 1. / (1. - h * STIFF / 4.)  # Exact for SGLD's (h/2)∇ + sqrt(h)ξ.
   predicted = {'overall': heat.mean(),
                'laplacian': np.sum(STIFF * heat) / STIFF.sum()}
   kernel = tfa.mcmc.SGLD(_stiff, h)
-  samples, _, _ = tfa.mcmc.sample(kernel, tf.zeros([64, 10]), 4000,
-                                  num_burnin_steps=1000, seed=(1, 2),
-                                  progress=False, check_temperature=False)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    samples, _, _ = tfa.mcmc.sample(kernel, tf.zeros([64, 10]), 4000,
+                                    num_burnin_steps=1000, seed=(1, 2),
+                                    progress=False)
   readings = tfa.mcmc.check_temperature(kernel, samples, warn=False)
   for key, value in predicted.items():  # 1.10 and 1.93: far apart.
     r = readings[key]
     assert abs(r.temperature - value) < 3. * r.standard_error, (key, r, value)
     assert r.standard_error < 0.05, (key, r)
+  # The virial's interval holds 1.10, the Laplacian form's is far above it:
+  # one warning, from the Laplacian form, with its factor (1.93 − 1)/0.1.
+  messages = [str(w.message) for w in caught if 'temperature' in
+              str(w.message)]
+  assert len(messages) == 1, messages
+  assert 'Laplacian form' in messages[0], messages
+  assert 'wider than its target' in messages[0], messages
+  factor = float(re.search(r'Lower `step_size` about ([0-9.]+)x',
+                           messages[0]).group(1))
+  assert abs(factor - 9.3) < 1.5, messages  # 3 s.e. of the reading: 0.05.
 
 
 def test_laplacian_form_of_a_noisy_gradient_reads_one_on_exact_draws():
@@ -225,7 +238,7 @@ def test_a_run_heated_by_its_minibatch_noise_is_told():
   about 11% wide (the panel), read on all the data (no minibatch noise in
   the reading). At h = 1e-5 it is within the tolerance, and silent."""
   from benchmarks import panel  # pylint: disable=g-import-not-at-top
-  fn, _, init = panel._regression(20)  # pylint: disable=protected-access
+  fn, _, init = panel._regression(20)[:3]  # pylint: disable=protected-access
   said = {}
   for h in (1e-4, 1e-5):
     with warnings.catch_warnings(record=True) as caught:

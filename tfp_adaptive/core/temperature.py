@@ -241,7 +241,7 @@ def advice(where, reading, temperature, step_name, adaptive=False,
 
 def advice_per_part(readings, whole, where, temperature, step_name,
                     adaptive=False, gamma='none', tolerance=TOLERANCE,
-                    final=True):
+                    final=True, extra_wholes=()):
   """`advice` for a run read whole and per part: ``{key: message}`` of the parts to report.
 
   The whole run is reported on first. While it has not settled (or, before
@@ -256,12 +256,19 @@ def advice_per_part(readings, whole, where, temperature, step_name,
     whole: the key of the whole run's reading.
     where: ``key -> str`` naming what was read, for the messages.
     temperature, step_name, adaptive, gamma, tolerance, final: as `advice`.
+    extra_wholes: keys of other readings of the whole run (the Laplacian
+      form), reported like `whole` once it has settled and when they say
+      something else (a run that both read hot is reported once), and not
+      counted as parts.
   """
   whole_said = final_verdict(readings[whole], temperature, tolerance, final)
   in_transit = whole_said == 'unsettled' or (not final and
                                              whole_said == 'too short')
-  parts = [k for k in readings if k != whole]
+  parts = [k for k in readings if k != whole and k not in extra_wholes]
   keys = [whole] if len(parts) <= 1 or in_transit else [whole] + parts
+  if not in_transit:
+    keys += [k for k in extra_wholes if k in readings and final_verdict(
+        readings[k], temperature, tolerance, final) != whole_said]
   out = {}
   for key in keys:
     if not final and final_verdict(readings[key], temperature, tolerance,

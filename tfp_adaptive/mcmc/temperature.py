@@ -38,13 +38,10 @@ def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
   The whole state is also read in the Laplacian form,
   ``T_ΔU = ⟨|∇U|²⟩ / ⟨ΔU⟩`` (Hutchinson traces of the Hessian), which
   weighs each direction by its curvature: the stiff directions that a
-  step too long heats first, and that set a network's predictions, count
-  most there, where the virial averages them with every direction the
-  prior alone sets. It is returned, not warned on: it reads the network
-  runs whose predictions are off while the virial reads ``τ``, but also
-  the heated stiff directions of runs whose coordinates' sds are within
-  5% (the panel of the benchmark results has both readings against exact
-  and NUTS references). A
+  step too long heats first, and that set the predictions of a network or
+  a regression, count most there, where the virial averages them with
+  every direction the prior alone sets. It is judged by the same rule and
+  warned on besides the virial, once the whole state has settled. A
   target without second derivatives, or whose mean Laplacian over the
   draws is not positive, has no Laplacian reading.
 
@@ -55,9 +52,10 @@ def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
     samples: the draws, a `Tensor` or a list of parts shaped
       ``[draws, chains..., event...]``, as `tfp.mcmc.sample_chain` returns
       them (after burn-in).
-    warn: issue one `UserWarning` per state part (and overall) that reads
-      hot, cold or unsettled, naming the parameter to change and by how much;
-      while the whole state has not settled, only that is said
+    warn: issue one `UserWarning` per state part (and overall, and for the
+      Laplacian form) that reads hot, cold or unsettled, naming the
+      parameter to change and by how much; while the whole state has not
+      settled, only that is said
       (`tfp_adaptive.core.temperature.advice_per_part`).
     max_draws: int >= 4; at most this many draws, evenly spaced, are read.
     seed: stateless seed of the minibatches of a stochastic target other
@@ -99,14 +97,19 @@ def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
     ours = isinstance(inner, kernel_lib.AdaptiveSGMCMC)
     params = inner.parameters
     messages = temperature_lib.advice_per_part(
-        {k: r for k, r in readings.items() if k != 'laplacian'}, 'overall',
-        lambda key: 'the whole state' if key == 'overall' else
-        'state part %d' % key, float(params.get('temperature', 1.)),
-        'step_size', adaptive=ours and inner.algorithm.adapts_throughout,
-        gamma=params.get('gamma', 'none'), tolerance=tolerance)
+        readings, 'overall', lambda key: _WHERE.get(key, 'state part %s' % key),
+        float(params.get('temperature', 1.)), 'step_size',
+        adaptive=ours and inner.algorithm.adapts_throughout,
+        gamma=params.get('gamma', 'none'), tolerance=tolerance,
+        extra_wholes=('laplacian',))
     for message in messages.values():
       warnings.warn('%s: %s' % (type(inner).__name__, message))
   return readings
+
+
+_WHERE = {'overall': 'the whole state',
+          'laplacian': 'the whole state in the Laplacian form (its stiff '
+                       'directions weigh most)'}
 
 
 def _sampled_space(kernel, parts):
