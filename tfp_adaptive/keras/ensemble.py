@@ -23,6 +23,8 @@ import tensorflow as tf
 import keras
 
 from tfp_adaptive import validation
+from tfp_adaptive.core import temperature as temperature_lib
+from tfp_adaptive.keras import ensemble_temperature
 from tfp_adaptive.keras import health
 from tfp_adaptive.keras import likelihoods
 from tfp_adaptive.keras import predictive
@@ -90,17 +92,18 @@ class BayesianEnsemble(object):
       w = np.array([m.learning_rate for m in self.members], np.float64)
     return w / w.sum()
 
-  def iterate_members(self, x=None):
+  def iterate_members(self, x=None, members=None):
     """Yields ``self.model`` with each member's weights loaded in turn.
 
     The model's own weights are restored afterwards (also on early exit).
     An unbuilt model is first built by calling it on `x` (a batch of
-    inputs); without `x` it raises.
+    inputs); without `x` it raises. `members`: the `Member`s to load, in
+    that order (default: all).
     """
     self._build(x)
     original = [v.numpy() for v in self.model.weights]
     try:
-      for member in self.members:
+      for member in self.members if members is None else members:
         assign_weights(self.model, member_values(member))
         yield self.model
     finally:
@@ -210,6 +213,53 @@ class BayesianEnsemble(object):
           % (len(off), len(acc.off_range), 100 * max(off)))],
                                    lead='the posterior looks bad'))
     return acc.metrics(num_bins)
+
+  def check_temperature(self, x, y=None, max_members=128, seed=0, warn=True,
+                        tolerance=temperature_lib.TOLERANCE,
+                        batch_size=None):
+    """The configurational temperature of the members, read on the training data.
+
+    The members are draws of the chain that ran, so the identities of the
+    configurational temperature (docs, guide "Diagnostics") hold over them:
+    the virial ``⟨(θ − θ̄)·∇U⟩ / D`` per layer and for the whole model, and
+    the Laplacian form ``⟨|∇U|²⟩ / ⟨ΔU⟩`` (one Hessian-vector product per
+    member, with a random ±1 probe), which weighs each direction by its
+    curvature: the stiff directions that a learning rate too large heats
+    first, and that set the predictions, count most there. Each must read
+    the optimizer's ``temperature``. ``U`` is the energy the optimizer
+    sampled, ``data_size`` times the compiled loss (its regularizers
+    included) plus the default prior, on all of ``(x, y)`` (no minibatch
+    noise), with the model in inference mode. Each chain's last members
+    are read, as many per chain; the standard errors count their
+    autocorrelation. Unlike `SamplerMonitor`'s reading during `fit`, it
+    costs a pass over the data and a second-order one per member read.
+
+    Args:
+      x, y: the training data (arrays, or a `tf.data.Dataset` of
+        ``(x, y)``).
+      max_members: int >= 4; at most this many members are read, evenly
+        spaced within each chain.
+      seed: int, seed of the Hutchinson probes.
+      warn: one `UserWarning` per reading that is hot, cold or has not
+        settled, naming the layer and the factor for ``learning_rate``.
+      tolerance: relative tolerance on the temperature (0.1: sds 5% off).
+      batch_size: rows per pass (default 1024).
+
+    Returns:
+      dict: ``'overall'``, each layer's name and ``'laplacian'`` to
+      `tfp_adaptive.core.temperature.Reading`.
+
+    Raises:
+      TypeError: the model is not compiled with a sampler of
+        `tfp_adaptive.keras.optimizers`.
+      ValueError: fewer than 4 members in a chain.
+    """
+    x, y = as_arrays(x, y)
+    if y is None:
+      raise ValueError('`check_temperature` needs targets: pass `y`, or a '
+                       'dataset of (x, y) pairs.')
+    return ensemble_temperature.read_members(self, x, y, max_members, seed,
+                                             warn, tolerance, batch_size)
 
   def to_arviz(self, x, y=None, batch_size=None, weights=True, seed=0):
     """The ensemble as `arviz.InferenceData`, for ``az.loo``, ``az.waic`` and R-hat.

@@ -1,0 +1,106 @@
+"""`BayesianEnsemble.check_temperature`: the configurational temperature of the members `fit` collected.
+
+A Bayesian linear regression written as a Keras model (keras.io style:
+`Sequential`, `Dense`, `model.fit` on arrays), sampled by SGLD with the
+whole data as its batch, so the posterior is Gaussian with Hessian
+``H = 2XᵀX + prior precision`` (the loss is the MSE: ``U = N·MSE``) and
+SGLD's stationary variance per eigendirection is exactly
+``1/(λ(1 − hλ/4))`` for its ``(h/2)∇ + sqrt(h)ξ`` step. One direction is
+100 times stiffer than the others, and the step heats it to twice its
+variance: the virial, the plain mean of the directions' temperatures,
+reads about 1.10, the Laplacian form, their curvature-weighted mean,
+about 1.9.
+"""
+
+import re
+import warnings
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfp_adaptive as tfa
+
+N, D = 100, 10
+
+
+def _data(stiff=10.):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(N, D))
+  x -= x.mean(0)
+  x = x @ np.linalg.inv(np.linalg.cholesky(x.T @ x / N)).T  # XᵀX = N·I.
+  x[:, 0] *= stiff  # One direction stiff² times stiffer.
+  y = x @ rng.normal(size=D) * 0.1 + rng.normal(size=N)
+  return x.astype('float32'), y[:, None].astype('float32')
+
+
+def _fit(h, steps, stiff=10., seed=0):
+  x, y = _data(stiff)
+  keras.utils.set_random_seed(seed)
+  model = keras.Sequential([keras.Input((D,)),
+                            keras.layers.Dense(1, use_bias=False)])
+  model.compile(tfa.keras.optimizers.SGLD(h, data_size=N), loss='mse',
+                steps_per_execution=10)
+  collector = tfa.keras.SampleCollector(burnin=steps // 4,
+                                        check_temperature=False)
+  dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(N).repeat()
+  model.fit(dataset, epochs=steps // 500, steps_per_epoch=500, verbose=0,
+            callbacks=[collector])
+  return collector.ensemble, x, y
+
+
+def _predicted(h, stiff=10.):
+  x, _ = _data(stiff)
+  prior_precision = 1. / 10.  # The default prior: N(0, 100/fan_in).
+  lam = np.linalg.eigvalsh(2. * x.T.astype(np.float64) @ x
+                           + prior_precision * np.eye(D))
+  heat = 1. / (1. - h * lam / 4.)
+  return heat.mean(), np.sum(lam * heat) / lam.sum()
+
+
+@pytest.mark.filterwarnings('ignore:.*default prior')
+def test_members_read_the_directions_temperatures_and_warn_on_the_stiff_one():
+  h = 2. / (2. * 100. * N + 0.1)  # The stiff direction at twice its variance.
+  virial, laplacian = _predicted(h)  # 1.10 and 1.91.
+  ensemble, x, y = _fit(h, 6000)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    readings = ensemble.check_temperature(x, y, max_members=512)
+  for key, value in (('overall', virial), ('laplacian', laplacian)):
+    r = readings[key]
+    assert abs(r.temperature - value) < 3. * r.standard_error, (key, r, value)
+  assert readings['laplacian'].standard_error < 0.2, readings['laplacian']
+  messages = [str(w.message) for w in caught if 'temperature' in
+              str(w.message)]
+  assert len(messages) == 1 and 'Laplacian form' in messages[0], messages
+  assert 'Lower `learning_rate`' in messages[0], messages
+
+
+@pytest.mark.filterwarnings('ignore:.*default prior')
+def test_members_of_a_short_step_read_one_and_are_silent():
+  h = 0.04 / (2. * N)  # No stiff direction: every one heated by 1%.
+  ensemble, x, y = _fit(h, 6000, stiff=1.)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    readings = ensemble.check_temperature(x, y, max_members=512)
+  r = readings['laplacian']
+  assert abs(r.temperature - _predicted(h, 1.)[1]) < 3. * r.standard_error, r
+  assert not [w for w in caught if 'temperature' in str(w.message)]
+
+
+def test_needs_the_sampler_and_enough_members():
+  x, y = _data()
+  model = keras.Sequential([keras.Input((D,)), keras.layers.Dense(1)])
+  model.compile('adam', loss='mse')
+  members = [tfa.keras.ensemble.Member(k, 1e-3, [v.numpy() for v in
+                                                 model.weights], None)
+             for k in range(8)]
+  with pytest.raises(TypeError, match='check_temperature'):
+    tfa.keras.BayesianEnsemble(model, members).check_temperature(x, y)
+  model.compile(tfa.keras.optimizers.SGLD(1e-5, data_size=N), loss='mse')
+  with pytest.raises(ValueError, match='at least 4 members'):
+    tfa.keras.BayesianEnsemble(model, members[:3]).check_temperature(x, y)
+  with pytest.raises(ValueError, match='max_members'):
+    tfa.keras.BayesianEnsemble(model, members).check_temperature(
+        x, y, max_members=2)
