@@ -201,9 +201,9 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
   chains, see `report_nonfinite`), for chains
   that have not moved for `stuck_steps` steps (a warning), and, for our
   kernels, at the end, for the samples' configurational temperature per
-  state part (`check_temperature`): a run that is hot, cold or still
-  moving gets one warning per part, naming the parameter to change and by
-  how much. The regime numbers that only predict a bias (`check_regime`)
+  state part and, in its Laplacian form, for the whole state
+  (`check_temperature`): a run that is hot, cold or still moving gets one
+  warning per part, naming the parameter to change and by how much. The regime numbers that only predict a bias (`check_regime`)
   are then not warned about; a moving average too short for minibatch
   gradients still is. With ``check_temperature=False`` they all are.
 
@@ -221,8 +221,8 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
     stuck_steps: int >= 1; warn when a chain's last this many steps were all
       rejected (``kernel_results.num_unmoved``).
     check_temperature: read the samples' configurational temperature at the
-      end (one gradient per chain for each of at most 256 draws) and warn
-      when it is off.
+      end (one gradient and one Hessian-vector product per chain for each
+      of at most 256 draws) and warn when it is off.
 
   Returns:
     ``(samples, trace, final_kernel_results)`` (trace is `None` without
