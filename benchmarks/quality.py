@@ -185,6 +185,14 @@ def run(sets, quick, seeds):
         ens, said = fit(data, model_fn, loss_fn, epochs, seed)
         metrics = ens.evaluate(data[2], data[3])
         metrics['seconds'] = time.time() - t0
+        if not method.startswith('Adam'):  # The members' temperatures.
+          try:
+            readings = ens.check_temperature(data[0], data[1], warn=False)
+          except ValueError:  # Too few members a chain (--quick).
+            readings = {}
+          for key, form in (('virial', 'overall'), ('laplacian', 'laplacian')):
+            metrics[key] = (readings[form].temperature if readings
+                            else float('nan'))
         metrics['warnings'] = said
         results.setdefault(name, {}).setdefault(method, []).append(metrics)
         if seed == 0:
@@ -211,6 +219,7 @@ def table_rows(results):
       rows.append([name, method, _cell(runs, 'log_likelihood'),
                    _cell(runs, 'rmse' if regression else 'accuracy'),
                    _cell(runs, 'coverage_90' if regression else 'ece'),
+                   _cell(runs, 'virial', 2), _cell(runs, 'laplacian', 2),
                    '%.0f' % np.mean([r['seconds'] for r in runs]),
                    ', '.join(sorted({w for r in runs for w in r['warnings']}))
                    or '—'])
@@ -259,12 +268,17 @@ def main():
       'Ensemble quality against an Adam deep ensemble (%s, %d seed%s)'
       % ('quick' if args.quick else 'full', seeds, 's' if seeds > 1 else ''),
       ['data set', 'method', 'test log-likelihood', 'accuracy / RMSE',
-       'ECE / 90% coverage', 'seconds', 'warnings; verdict'],
+       'ECE / 90% coverage', 'T virial', 'T Laplacian', 'seconds',
+       'warnings; verdict'],
       table_rows(results),
       'Command: `python -m benchmarks.quality%s`. Mean ± standard error over '
       'seeds. "matches or beats": the recipe\'s test log-likelihood is at '
       'least the deep ensemble\'s minus two standard errors of the '
-      'difference. Same number of gradients for all three methods.'
+      'difference. Same number of gradients for all three methods. "T '
+      'virial", "T Laplacian": the configurational temperature of the '
+      'members in its two forms (`BayesianEnsemble.check_temperature` on the '
+      'training data), 1 for draws from the posterior; the Laplacian form '
+      'weighs the stiff directions that set the predictions most.'
       % (' --quick' if args.quick else ''))
   sine = sets['synthetic 1-D'][0]
   plot_band({m: first[('synthetic 1-D', m)] for m in METHODS}, sine,
