@@ -234,6 +234,9 @@ def advice(where, reading, temperature, step_name, adaptive=False,
             % (said, step_name, factor))
     text += (', or freeze the metric after burn-in '
              '(`num_adaptation_steps`).' if adaptive else '.')
+    text += (' A chain still spreading into directions that only the prior '
+             'sets (weights whose norms keep growing) also reads cold: '
+             'there, run longer instead.')
   if adaptive and gamma != 'corrected':
     text += " With an adaptive metric, use gamma='corrected'."
   return text
