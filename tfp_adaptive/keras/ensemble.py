@@ -97,8 +97,8 @@ class BayesianEnsemble(object):
 
     The model's own weights are restored afterwards (also on early exit).
     An unbuilt model is first built by calling it on `x` (a batch of
-    inputs); without `x` it raises. `members`: the `Member`s to load, in
-    that order (default: all).
+    inputs); without `x` it raises. `members`: the members to load (a list
+    of `Member`), in that order (default: all).
     """
     self._build(x)
     original = [v.numpy() for v in self.model.weights]
