@@ -120,7 +120,8 @@ COLLECTOR = [(tfa.keras.SampleCollector, {}, name, bad) for name, bad in [
     ('likelihood', ['softmax', 'mse', 1]), ('from_logits', BOOL[:-1]),
     ('noise_variance', [v for v in POSITIVE if v is not None]), ('weighting', ['lr', None]),
     ('nonfinite', ['ignore', None]), ('validation_data', [1, (1, 2, 3)]),
-    ('stuck_steps', COUNT), ('seed', SEED)]]
+    ('training_data', [1, (1, 2, 3)]), ('stuck_steps', COUNT),
+    ('seed', SEED)]]
 # The same without a likelihood: checked at construction, not at `fit`.
 COLLECTOR += [(tfa.keras.SampleCollector, {}, 'from_logits_alone', BOOL[:-1]),
               (tfa.keras.SampleCollector, {}, 'noise_variance_alone',

@@ -35,18 +35,21 @@ def _data(stiff=10.):
   return x.astype('float32'), y[:, None].astype('float32')
 
 
-def _fit(h, steps, stiff=10., seed=0):
+def _fit(h, steps, stiff=10., seed=0, training_data=False):
   x, y = _data(stiff)
   keras.utils.set_random_seed(seed)
   model = keras.Sequential([keras.Input((D,)),
                             keras.layers.Dense(1, use_bias=False)])
   model.compile(tfa.keras.optimizers.SGLD(h, data_size=N), loss='mse',
                 steps_per_execution=10)
-  collector = tfa.keras.SampleCollector(burnin=steps // 4,
-                                        check_temperature=False)
+  collector = tfa.keras.SampleCollector(
+      burnin=steps // 4, check_temperature=False,
+      training_data=(x, y) if training_data else None)
   dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(N).repeat()
   model.fit(dataset, epochs=steps // 500, steps_per_epoch=500, verbose=0,
             callbacks=[collector])
+  if training_data:
+    return collector
   return collector.ensemble, x, y
 
 
@@ -104,3 +107,19 @@ def test_needs_the_sampler_and_enough_members():
   with pytest.raises(ValueError, match='max_members'):
     tfa.keras.BayesianEnsemble(model, members).check_temperature(
         x, y, max_members=2)
+
+
+@pytest.mark.filterwarnings('ignore:.*default prior')
+def test_the_collector_reads_its_members_on_the_training_data_at_the_end():
+  """`SampleCollector(training_data=...)`: the same reading at the end of `fit`, said once, as the collector."""
+  h = 2. / (2. * 100. * N + 0.1)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    collector = _fit(h, 6000, training_data=True)
+  messages = [str(w.message) for w in caught if 'temperature' in
+              str(w.message)]
+  assert len(messages) == 1, messages
+  assert messages[0].startswith('SampleCollector:'), messages
+  assert 'Laplacian form' in messages[0], messages
+  r = collector.member_readings['laplacian']
+  assert abs(r.temperature - _predicted(h)[1]) < 3. * r.standard_error, r

@@ -20,6 +20,7 @@ from tfp_adaptive.keras import distribute
 from tfp_adaptive.keras import health
 from tfp_adaptive.keras import monitor as monitor_lib
 from tfp_adaptive.keras import ensemble as ensemble_lib
+from tfp_adaptive.keras import ensemble_temperature
 from tfp_adaptive.keras import optimizer_base
 from tfp_adaptive.keras import predictive
 from tfp_adaptive.keras import regime
@@ -84,6 +85,14 @@ class SampleCollector(keras.callbacks.Callback):
       rate by. A run too short to read (fewer than 500 steps or 10 epochs
       after burn-in) is not judged. Per step it costs two inner products
       over the weights.
+    training_data: optional ``(x, y)`` or a `tf.data.Dataset` of ``(x,
+      y)``, the data `fit` trains on: at the end of `fit` the members are
+      read on it in both forms of the configurational temperature
+      (`BayesianEnsemble.check_temperature`, kept in `member_readings`),
+      with a warning when a reading is off. The Laplacian form sees the
+      heat of the stiff directions that set the predictions, which the
+      per-epoch reading averages away. It costs two passes over the data
+      for each of at most 128 members.
 
   With a sampler of `tfp_adaptive.keras.optimizers`, each epoch also logs
   the run's regime numbers ``drift_ratio``, ``gamma_ratio`` and ``lag``
@@ -101,6 +110,8 @@ class SampleCollector(keras.callbacks.Callback):
 
   Attributes:
     members: the kept samples, a list of `Member`.
+    member_readings: with `training_data`, the members' readings at the
+      end of `fit` (`BayesianEnsemble.check_temperature`), else `None`.
     num_nonfinite: optimizer steps skipped as non-finite during `fit`.
     num_skipped: due samples not taken (non-finite or repeated weights).
   """
@@ -110,7 +121,7 @@ class SampleCollector(keras.callbacks.Callback):
                likelihood=None, from_logits=None, noise_variance=None,
                weighting='uniform', nonfinite='skip', validation_data=None,
                stuck_steps=100, resume=False, overwrite=False, seed=0,
-               check_temperature=True):
+               check_temperature=True, training_data=None):
     super().__init__()
     self.schedule = selection.Schedule(burnin, thinning)
     self.window = selection.Window(max_samples, window, seed)
@@ -139,6 +150,9 @@ class SampleCollector(keras.callbacks.Callback):
     self.nonfinite = validation.check_choice('nonfinite', nonfinite,
                                              NONFINITE_POLICIES)
     self.validation_data = ensemble_lib.check_validation_data(validation_data)
+    self.training_data = ensemble_lib.check_validation_data(training_data,
+                                                            'training_data')
+    self.member_readings = None
     self.stuck_steps = validation.check_int('stuck_steps', stuck_steps, low=1)
     self._counts_per_batch = True  # Set at the start of `fit`.
     self.check_temperature = validation.check_bool('check_temperature',
@@ -255,6 +269,7 @@ class SampleCollector(keras.callbacks.Callback):
   def on_train_end(self, logs=None):
     if self._thermometer is not None:
       self._thermometer.on_train_end(logs)
+    self._read_members()
     self._check_noise()
     self._judge_health(final=True)
     if self.num_nonfinite:
@@ -268,6 +283,18 @@ class SampleCollector(keras.callbacks.Callback):
       self._epoch = self._epochs_done
       self.save_checkpoint()
       self._store.release()
+
+  def _read_members(self):
+    """With `training_data`, the members' temperatures in both forms, warned on by the kernels' rule."""
+    if self.training_data is None:
+      return
+    x, y = ensemble_lib.validation_arrays(self.training_data, 'training_data')
+    try:
+      self.member_readings = ensemble_temperature.read_members(
+          self.ensemble, x, y, who='SampleCollector')
+    except ValueError as e:  # Too few members a chain.
+      warnings.warn('SampleCollector: the members\' temperature was not '
+                    'read on `training_data`: %s' % e)
 
   def on_epoch_begin(self, epoch, logs=None):
     if not self._burnin_checked:

@@ -258,8 +258,9 @@ class BayesianEnsemble(object):
     if y is None:
       raise ValueError('`check_temperature` needs targets: pass `y`, or a '
                        'dataset of (x, y) pairs.')
-    return ensemble_temperature.read_members(self, x, y, max_members, seed,
-                                             warn, tolerance, batch_size)
+    return ensemble_temperature.read_members(
+        self, x, y, max_members, seed, warn, tolerance, batch_size,
+        who='BayesianEnsemble.check_temperature')
 
   def to_arviz(self, x, y=None, batch_size=None, weights=True, seed=0):
     """The ensemble as `arviz.InferenceData`, for ``az.loo``, ``az.waic`` and R-hat.
@@ -651,22 +652,22 @@ def assign_weights(model, values):
     v.assign(a)
 
 
-def check_validation_data(data):
-  """Raises `TypeError` unless `data` is `None`, ``(x, y)`` or a `tf.data.Dataset`."""
+def check_validation_data(data, name='validation_data'):
+  """Raises `TypeError` unless `data` is `None`, ``(x, y)`` or a `tf.data.Dataset` (`name`: the argument's)."""
   if data is not None and not (
       isinstance(data, tf.data.Dataset) or
       (isinstance(data, (tuple, list)) and len(data) == 2)):
-    raise TypeError('`validation_data` must be (x, y) or a tf.data.Dataset '
-                    'of (x, y). Received: %r' % (type(data),))
+    raise TypeError('`%s` must be (x, y) or a tf.data.Dataset of (x, y). '
+                    'Received: %r' % (name, type(data)))
   return data
 
 
-def validation_arrays(data):
-  """``(x, y)`` arrays of validation data checked by `check_validation_data`."""
+def validation_arrays(data, name='validation_data'):
+  """``(x, y)`` arrays of data checked by `check_validation_data`."""
   x, y = (data, None) if isinstance(data, tf.data.Dataset) else data
   x, y = as_arrays(x, y)
   if y is None:
-    raise ValueError('`validation_data` must yield targets (x, y).')
+    raise ValueError('`%s` must yield targets (x, y).' % name)
   return x, y
 
 

@@ -27,10 +27,11 @@ ROWS = 1024
 
 
 def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
-                 tolerance=temperature_lib.TOLERANCE, batch_size=None):
+                 tolerance=temperature_lib.TOLERANCE, batch_size=None,
+                 who='BayesianEnsemble.check_temperature'):
   """``{'overall', layer name..., 'laplacian': Reading}`` of `ensemble`'s members on ``(x, y)``.
 
-  See `BayesianEnsemble.check_temperature`, which calls it.
+  See `BayesianEnsemble.check_temperature`; `who` starts the warnings.
   """
   validation.check_int('max_members', max_members, low=4)
   validation.check_bool('warn', warn)
@@ -38,8 +39,8 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
   rows = (ROWS if batch_size is None else
           validation.check_int('batch_size', batch_size, low=1))
   opt = optimizer_base.sampler_of(
-      ensemble.model, 'BayesianEnsemble.check_temperature (the optimizer\'s loss '
-      'scale, prior and temperature define the target)')
+      ensemble.model, '%s (the optimizer\'s loss scale, prior and temperature '
+      'define the target)' % who)
   draws = _draws_by_chain(ensemble.members, max_members)
   chosen = [ensemble.members[i] for i in draws.reshape(-1)]
   # The virial's centre: the mean of all the draws read, every chain's.
@@ -96,7 +97,7 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
         adaptive=opt.algorithm.adapts_throughout, gamma=opt.gamma,
         tolerance=tolerance, extra_wholes=('laplacian',))
     for message in messages.values():
-      warnings.warn('BayesianEnsemble.check_temperature: %s' % message)
+      warnings.warn('%s: %s' % (who, message))
   return readings
 
 
