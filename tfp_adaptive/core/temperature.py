@@ -226,7 +226,8 @@ def advice(where, reading, temperature, step_name, adaptive=False,
   if judged == 'hot':
     text = ('%s: the chain is wider than its target, as from a step too '
             'large for the curvature or the gradient noise. Lower `%s` '
-            'about %.2gx, or use larger minibatches.'
+            'about %.2gx (and run about as many times more steps, for the '
+            'chain to travel as far), or use larger minibatches.'
             % (said, step_name, factor))
   else:
     text = ('%s: the chain is narrower than its target, as from a metric '
