@@ -123,3 +123,41 @@ def test_the_collector_reads_its_members_on_the_training_data_at_the_end():
   assert 'Laplacian form' in messages[0], messages
   r = collector.member_readings['laplacian']
   assert abs(r.temperature - _predicted(h)[1]) < 3. * r.standard_error, r
+
+
+class Classifier(keras.Model):
+  """A subclassed model with logits, as keras.io writes them."""
+
+  def __init__(self):
+    super().__init__()
+    self.hidden = keras.layers.Dense(8, activation='tanh')
+    self.logits = keras.layers.Dense(2)
+
+  def call(self, inputs):
+    return self.logits(self.hidden(inputs))
+
+
+@pytest.mark.filterwarnings('ignore:.*default prior')
+def test_subclassed_model_and_datasets_read_per_layer():
+  """`training_data` and `check_temperature` take a `tf.data.Dataset`; a subclassed model is read per layer; the end-of-fit reading is the one `check_temperature` gives with the same seed."""
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(200, 5)).astype('float32')
+  y = (x[:, 0] > 0).astype('int32')
+  data = tf.data.Dataset.from_tensor_slices((x, y)).batch(20)
+  keras.utils.set_random_seed(0)
+  model = Classifier()
+  model.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=200),
+                loss=keras.losses.SparseCategoricalCrossentropy(
+                    from_logits=True))
+  collector = tfa.keras.SampleCollector(burnin=10, unit='epoch',
+                                        check_temperature=False,
+                                        training_data=data)
+  with warnings.catch_warnings():
+    warnings.simplefilter('ignore')  # A 40-epoch run: told it has not settled.
+    model.fit(data, epochs=40, verbose=0, callbacks=[collector])
+  again = collector.ensemble.check_temperature(data, warn=False)
+  assert set(again) == set(collector.member_readings)
+  layers = {v.path.rsplit('/', 1)[0] for v in model.trainable_variables}
+  assert len(layers) == 2 and set(again) == layers | {'overall', 'laplacian'}
+  for key, r in again.items():
+    assert r.temperature == collector.member_readings[key].temperature, key
