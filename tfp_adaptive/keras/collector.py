@@ -91,7 +91,7 @@ class SampleCollector(keras.callbacks.Callback):
       (`BayesianEnsemble.check_temperature`, kept in `member_readings`),
       with a warning when a reading is off. The Laplacian form sees the
       heat of the stiff directions that set the predictions, which the
-      per-epoch reading averages away. It costs two passes over the data
+      per-epoch reading averages away. It costs three passes over the data
       for each of at most 128 members.
 
   With a sampler of `tfp_adaptive.keras.optimizers`, each epoch also logs

@@ -222,8 +222,8 @@ class BayesianEnsemble(object):
     The members are draws of the chain that ran, so the identities of the
     configurational temperature (docs, guide "Diagnostics") hold over them:
     the virial ``⟨(θ − θ̄)·∇U⟩ / D`` per layer and for the whole model, and
-    the Laplacian form ``⟨|∇U|²⟩ / ⟨ΔU⟩`` (one Hessian-vector product per
-    member, with a random ±1 probe), which weighs each direction by its
+    the Laplacian form ``⟨|∇U|²⟩ / ⟨ΔU⟩`` (a second difference of the
+    gradient along a random ±1 probe, per member), which weighs each direction by its
     curvature: the stiff directions that a learning rate too large heats
     first, and that set the predictions, count most there. Each must read
     the optimizer's ``temperature``. ``U`` is the energy the optimizer
@@ -232,7 +232,7 @@ class BayesianEnsemble(object):
     noise), with the model in inference mode. Each chain's last members
     are read, as many per chain; the standard errors count their
     autocorrelation. Unlike `SamplerMonitor`'s reading during `fit`, it
-    costs a pass over the data and a second-order one per member read.
+    costs three passes over the data per member read.
 
     Args:
       x, y: the training data (arrays, or a `tf.data.Dataset` of

@@ -6,9 +6,11 @@ virial ``⟨(θ − θ̄)·∇U⟩ = τD`` per layer and for the whole model, an
 Laplacian form ``⟨|∇U|²⟩ = τ⟨ΔU⟩``, which weighs each direction by its
 curvature and so reads the stiff directions that set the predictions.
 ``U`` is the energy the optimizer sampled: ``data_size`` times the compiled
-loss (its regularizers included) and the optimizer's default prior. The
-gradient and one Hessian-vector product per member (a Rademacher probe)
-are taken on all the data given, without minibatch noise.
+loss (its regularizers included) and the optimizer's default prior. Its
+gradient, and a second difference of it along a Rademacher probe for the
+Laplacian (a hundredth of each variable's spread over the members each
+way, so that kinks count), are taken on all the data given, without
+minibatch noise.
 """
 
 import warnings
@@ -43,39 +45,56 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
       'define the target)' % who)
   draws = _draws_by_chain(ensemble.members, max_members)
   chosen = [ensemble.members[i] for i in draws.reshape(-1)]
-  # The virial's centre: the mean of all the draws read, every chain's.
-  centre = None
+  # The virial's centre, the mean of all the draws read (every chain's),
+  # and each variable's spread, whose hundredth is the second difference's.
+  total = squares = None
   for model in ensemble.iterate_members(x, chosen):
     values = [np.asarray(v.numpy(), np.float64)
               for v in model.trainable_variables]
-    centre = values if centre is None else [c + a for c, a in
-                                            zip(centre, values)]
-  centre = [c / len(chosen) for c in centre]
+    total = values if total is None else [t + a for t, a in
+                                          zip(total, values)]
+    squares = ([a * a for a in values] if squares is None else
+               [q + a * a for q, a in zip(squares, values)])
+  centre = [t / len(chosen) for t in total]
+  steps = []
+  for c, q in zip(centre, squares):
+    spread = float(np.sqrt(max(np.mean(q / len(chosen) - c * c), 0.)))
+    steps.append(1e-2 * spread if spread > 0. else 1e-2)
   variables = model.trainable_variables
-  terms = _terms_function(model, opt, variables)
+  gradient = _gradient_function(model, opt, variables)
   n = len(tf.nest.flatten(x)[0])
   scale = float(opt.data_size) / n
+
+  def full_gradient():
+    out = [np.zeros(v.shape, np.float64) for v in variables]
+    for i in range(0, n, rows):
+      batch = tf.nest.map_structure(lambda a, i=i: a[i:i + rows], (x, y))
+      for k, g in enumerate(gradient(batch[0], batch[1])):
+        out[k] += scale * np.asarray(g, np.float64)
+    return out
+
+  def moved(values, probes, sign):
+    for v, a, z, e in zip(variables, values, probes, steps):
+      v.assign(a + sign * e * z)
+    return full_gradient()
+
   rng = np.random.default_rng(seed)
   shape = draws.shape
   virials = np.zeros(shape + (len(variables),))
   squared, laplacian = np.zeros(shape), np.zeros(shape)
   for index, model in zip(np.ndindex(*shape),
                           ensemble.iterate_members(x, chosen)):
-    probes = [tf.constant(rng.choice([-1., 1.], size=v.shape), v.dtype)
-              for v in variables]
-    grads = [np.zeros(v.shape, np.float64) for v in variables]
-    hz = [np.zeros(v.shape, np.float64) for v in variables]
-    for i in range(0, n, rows):
-      batch = tf.nest.map_structure(lambda a, i=i: a[i:i + rows], (x, y))
-      g, h = terms(batch[0], batch[1], probes)
-      for k in range(len(variables)):
-        grads[k] += scale * np.asarray(g[k], np.float64)
-        hz[k] += scale * np.asarray(h[k], np.float64)
-    virials[index] = [np.sum((np.asarray(v.numpy(), np.float64) - c) * g)
-                      for v, c, g in zip(variables, centre, grads)]
+    values = [np.asarray(v.numpy(), np.float64) for v in variables]
+    probes = [rng.choice([-1., 1.], size=v.shape) for v in variables]
+    grads = full_gradient()
+    # ΔU along the probe: a second difference of the gradient, which also
+    # counts the curvature of kinks (ReLUs, an L1 regularizer).
+    up, down = moved(values, probes, 1.), moved(values, probes, -1.)
+    virials[index] = [np.sum((a - c) * g)
+                      for a, c, g in zip(values, centre, grads)]
     squared[index] = sum(np.sum(g * g) for g in grads)
-    laplacian[index] = sum(np.sum(h * np.asarray(z, np.float64))
-                           for h, z in zip(hz, probes))
+    laplacian[index] = sum(np.sum((u - d) * z) / (2. * e)
+                           for u, d, z, e in zip(up, down, probes, steps))
   layers = [v.path.rsplit('/', 1)[0] if '/' in v.path else v.path
             for v in variables]
   sizes = [int(np.prod(v.shape)) for v in variables]
@@ -118,25 +137,18 @@ def _draws_by_chain(members, max_members):
                    for v in by_chain.values()], 1)
 
 
-def _terms_function(model, opt, variables):
-  """``(x, y, probes) -> (∇u, H·probes)`` of the batch energy ``u = n_b·(loss + prior/N)``."""
+def _gradient_function(model, opt, variables):
+  """``(x, y) -> ∇u`` of the batch energy ``u = n_b·(loss + prior/N)``."""
   parts = [optimizer_base.backing_variable(v) for v in variables]
 
   @tf.function(autograph=False, reduce_retracing=True)
-  def terms(x, y, probes):
+  def gradient(x, y):
     n = tf.cast(tf.shape(tf.nest.flatten(x)[0])[0], tf.float32)
-    with tf.GradientTape() as outer:
-      with tf.GradientTape() as inner:
-        y_pred = model(x, training=False)
-        loss = tf.cast(model.compute_loss(x=x, y=y, y_pred=y_pred),
-                       tf.float32)
-        u = n * (loss + tf.cast(opt.prior_loss(parts), tf.float32))
-      grads = inner.gradient(u, parts)
-      grads = [tf.zeros_like(p) if g is None else g
-               for g, p in zip(grads, parts)]
-      g_dot_z = tf.add_n([tf.reduce_sum(g * tf.cast(z, g.dtype))
-                          for g, z in zip(grads, probes)])
-    hz = outer.gradient(g_dot_z, parts)
-    hz = [tf.zeros_like(p) if h is None else h for h, p in zip(hz, parts)]
-    return grads, hz
-  return terms
+    with tf.GradientTape() as tape:
+      y_pred = model(x, training=False)
+      loss = tf.cast(model.compute_loss(x=x, y=y, y_pred=y_pred), tf.float32)
+      u = n * (loss + tf.cast(opt.prior_loss(parts), tf.float32))
+    grads = tape.gradient(u, parts)
+    return [tf.zeros_like(p) if g is None else g
+            for g, p in zip(grads, parts)]
+  return gradient

@@ -221,7 +221,7 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
     stuck_steps: int >= 1; warn when a chain's last this many steps were all
       rejected (``kernel_results.num_unmoved``).
     check_temperature: read the samples' configurational temperature at the
-      end (one gradient and one Hessian-vector product per chain for each
+      end (four gradients per chain for each
       of at most 256 draws) and warn when it is off.
 
   Returns:

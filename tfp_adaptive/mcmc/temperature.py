@@ -4,8 +4,8 @@ The reading and its verdict are `tfp_adaptive.core.temperature`'s; this
 module only evaluates ``∇û`` at the samples. It works after any run, of
 `tfp_adaptive.mcmc.sample` or of `tfp.mcmc.sample_chain`, costs one gradient
 per chain for each of at most `max_draws` draws (and, for the Laplacian
-form, a Hessian-vector product), and reads in the space the kernel samples
-in: through a `tfp.mcmc.TransformedTransitionKernel`, the
+form, two more for a second difference), and reads in the space the kernel
+samples in: through a `tfp.mcmc.TransformedTransitionKernel`, the
 unconstrained one, where the virial identity holds for the transformed
 density (its log-Jacobian included).
 """
@@ -36,7 +36,8 @@ def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
   halves agree (`tfp_adaptive.core.temperature.verdict`).
 
   The whole state is also read in the Laplacian form,
-  ``T_ΔU = ⟨|∇U|²⟩ / ⟨ΔU⟩`` (Hutchinson traces of the Hessian), which
+  ``T_ΔU = ⟨|∇U|²⟩ / ⟨ΔU⟩`` (Hutchinson traces of the Hessian, from second
+  differences of the gradient, so that kinks count), which
   weighs each direction by its curvature: the stiff directions that a
   step too long heats first, and that set the predictions of a network or
   a regression, count most there, where the virial averages them with
@@ -89,7 +90,8 @@ def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
                                               shared)}
   for k, (v, size) in enumerate(zip(virials, sizes)):
     readings[k] = temperature_lib.read(v, size, shared)
-  curvature = _laplacian_terms(inner.target_log_prob_fn, parts, seed)
+  curvature = _laplacian_terms(inner.target_log_prob_fn, parts, seed,
+                               virials[0].ndim - 1)
   if curvature is not None:
     readings['laplacian'] = temperature_lib.read_ratio(
         curvature[0], curvature[1], sum(sizes), shared)
@@ -189,16 +191,27 @@ def _virials(target_log_prob_fn, parts, seed):
   return out, needs_seed
 
 
-def _laplacian_terms(target_log_prob_fn, parts, seed):
+def _laplacian_terms(target_log_prob_fn, parts, seed, chain_ndims):
   """``[draws, chains...]`` arrays of ``|∇U|²`` and of a Hutchinson ``ΔU`` over the whole state, or `None`.
 
   A stochastic target (one that takes a seed) gives ``∇Û₁·∇Û₂`` from two
-  independent draws of its noise, unbiased for ``|∇U|²``; the Laplacian is
-  ``zᵀ H z`` for Rademacher ``z``, one Hessian-vector product per draw.
-  `None` when the target has no second derivatives.
+  independent draws of its noise, unbiased for ``|∇U|²``. The Laplacian is
+  ``zᵀHz`` for Rademacher ``z``, taken as a second difference of the
+  gradient, ``−z·(∇log p(θ + εz) − ∇log p(θ − εz))/2ε`` (one noise draw for
+  both), with ``ε`` a hundredth of the part's spread over the draws: exact
+  for a quadratic ``U``, and, unlike a Hessian-vector product, it counts
+  the curvature of a kink (a Laplace prior's ``|θ|``, a ReLU), which
+  crossing it within ``±εz`` brings in with the right weight on average.
+  `chain_ndims`: the number of chain axes after the draws'. `None` when
+  the target has no gradient there.
   """
   needs_seed, seeds = _draw_seeds(target_log_prob_fn, parts, seed)
-
+  scales = []
+  for p in parts:  # ε: a hundredth of the part's rms spread over the draws.
+    x = np.asarray(p, np.float64)
+    rows = int(np.prod(x.shape[:1 + chain_ndims]))
+    spread = float(np.sqrt(np.mean(np.var(x.reshape(rows, -1), 0))))
+    scales.append(1e-2 * spread if spread > 0. else 1e-2)
   def terms_of(draws, seeds):
     def one(args):
       state, s = args
@@ -208,20 +221,20 @@ def _laplacian_terms(target_log_prob_fn, parts, seed):
           tf.shape(p), seed=tfp.random.split_seed(s_probe, len(state))[k],
           minval=0, maxval=2, dtype=tf.int32) - 1, p.dtype)
                 for k, p in enumerate(state)]
-      with tf.GradientTape() as outer:
-        outer.watch(state)
-        g, lp = _gradient(target_log_prob_fn, state, s_one, needs_seed)
-        g_dot_z = tf.add_n([tf.reduce_sum(
-            gk * zk, axis=tf.range(tf.rank(lp), tf.rank(gk)))
-                            for gk, zk in zip(g, probes)])
-      hz = outer.gradient(g_dot_z, state)
+      g, lp = _gradient(target_log_prob_fn, state, s_one, needs_seed)
+      up = _gradient(target_log_prob_fn, [
+          p + tf.cast(e, p.dtype) * z for p, z, e in zip(state, probes, scales)],
+                     s_one, needs_seed)[0]
+      down = _gradient(target_log_prob_fn, [
+          p - tf.cast(e, p.dtype) * z for p, z, e in zip(state, probes, scales)],
+                       s_one, needs_seed)[0]
       g2 = (_gradient(target_log_prob_fn, state, s_two, needs_seed)[0]
             if needs_seed else g)
       # U = −log p: ΔU = −zᵀ(∇² log p)z, |∇U|² = ∇log p·∇log p.
       laplacian = -tf.add_n([
-          tf.reduce_sum(tf.zeros_like(zk) if h is None else h * zk,
+          tf.reduce_sum((a - b) * zk / (2. * tf.cast(e, zk.dtype)),
                         axis=tf.range(tf.rank(lp), tf.rank(zk)))
-          for h, zk in zip(hz, probes)])
+          for a, b, zk, e in zip(up, down, probes, scales)])
       squared = tf.add_n([tf.reduce_sum(
           a * b, axis=tf.range(tf.rank(lp), tf.rank(a))) for a, b in zip(g, g2)])
       return squared, laplacian
@@ -230,7 +243,7 @@ def _laplacian_terms(target_log_prob_fn, parts, seed):
   try:
     squared, laplacian = _compat.quiet_function(terms_of, False)(parts, seeds)
   except (LookupError, TypeError, ValueError, NotImplementedError,
-          tf.errors.InvalidArgumentError):  # No second derivatives.
+          tf.errors.InvalidArgumentError):  # No gradient there.
     return None
   return np.asarray(squared, np.float64), np.asarray(laplacian, np.float64)
 
