@@ -84,13 +84,13 @@ def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
   n = int(parts[0].shape[0])
   keep = np.unique(np.linspace(0, n - 1, min(n, max_draws)).round().astype(int))
   inner, parts = _sampled_space(kernel, [tf.gather(p, keep) for p in parts])
-  virials, shared = _virials(inner.target_log_prob_fn, parts, seed)
+  virials, shared, grads = _virials(inner.target_log_prob_fn, parts, seed)
   sizes = [_event_size(p, v) for p, v in zip(parts, virials)]
   readings = {'overall': temperature_lib.read(np.sum(virials, 0), sum(sizes),
                                               shared)}
   for k, (v, size) in enumerate(zip(virials, sizes)):
     readings[k] = temperature_lib.read(v, size, shared)
-  curvature = _laplacian_terms(inner.target_log_prob_fn, parts, seed,
+  curvature = _laplacian_terms(inner.target_log_prob_fn, parts, grads, seed,
                                virials[0].ndim - 1)
   if curvature is not None:
     readings['laplacian'] = temperature_lib.read_ratio(
@@ -164,7 +164,7 @@ def _gradient(target_log_prob_fn, state, seed, needs_seed):
 
 
 def _virials(target_log_prob_fn, parts, seed):
-  """Per part, ``[draws, chains...]`` arrays of ``(θ − θ̄)·(−∇û)``; whether their chains share a minibatch.
+  """Per part, ``[draws, chains...]`` arrays of ``(θ − θ̄)·(−∇û)``; whether their chains share a minibatch; the gradients ``∇log p̂``.
 
   ``θ̄`` is the mean over all draws and chains: the chains are independent,
   so the bias that a centre taken from the same draws brings, about
@@ -188,10 +188,10 @@ def _virials(target_log_prob_fn, parts, seed):
     axes = tuple(range(1 + batch_ndims, p.ndim))
     centred = p - p.mean(tuple(range(1 + batch_ndims)), keepdims=True)
     out.append(-np.sum(centred * g, axis=axes))
-  return out, needs_seed
+  return out, needs_seed, grads
 
 
-def _laplacian_terms(target_log_prob_fn, parts, seed, chain_ndims):
+def _laplacian_terms(target_log_prob_fn, parts, grads, seed, chain_ndims):
   """``[draws, chains...]`` arrays of ``|∇U|²`` and of a Hutchinson ``ΔU`` over the whole state, or `None`.
 
   A stochastic target (one that takes a seed) gives ``∇Û₁·∇Û₂`` from two
@@ -202,6 +202,7 @@ def _laplacian_terms(target_log_prob_fn, parts, seed, chain_ndims):
   for a quadratic ``U``, and, unlike a Hessian-vector product, it counts
   the curvature of a kink (a Laplace prior's ``|θ|``, a ReLU), which
   crossing it within ``±εz`` brings in with the right weight on average.
+  `grads`: the virial pass's gradients at `parts` (``∇Û₁``, reused);
   `chain_ndims`: the number of chain axes after the draws'. `None` when
   the target has no gradient there.
   """
@@ -212,19 +213,19 @@ def _laplacian_terms(target_log_prob_fn, parts, seed, chain_ndims):
     rows = int(np.prod(x.shape[:1 + chain_ndims]))
     spread = float(np.sqrt(np.mean(np.var(x.reshape(rows, -1), 0))))
     scales.append(1e-2 * spread if spread > 0. else 1e-2)
-  def terms_of(draws, seeds):
+
+  def terms_of(draws, grads, seeds):
     def one(args):
-      state, s = args
+      state, g, s = args
       s_probe, s_one, s_two = tf.unstack(
           tf.random.experimental.stateless_split(s, 3))
       probes = [tf.cast(2 * tf.random.stateless_uniform(
           tf.shape(p), seed=tfp.random.split_seed(s_probe, len(state))[k],
           minval=0, maxval=2, dtype=tf.int32) - 1, p.dtype)
                 for k, p in enumerate(state)]
-      g, lp = _gradient(target_log_prob_fn, state, s_one, needs_seed)
-      up = _gradient(target_log_prob_fn, [
+      up, lp = _gradient(target_log_prob_fn, [
           p + tf.cast(e, p.dtype) * z for p, z, e in zip(state, probes, scales)],
-                     s_one, needs_seed)[0]
+                         s_one, needs_seed)
       down = _gradient(target_log_prob_fn, [
           p - tf.cast(e, p.dtype) * z for p, z, e in zip(state, probes, scales)],
                        s_one, needs_seed)[0]
@@ -238,10 +239,11 @@ def _laplacian_terms(target_log_prob_fn, parts, seed, chain_ndims):
       squared = tf.add_n([tf.reduce_sum(
           a * b, axis=tf.range(tf.rank(lp), tf.rank(a))) for a, b in zip(g, g2)])
       return squared, laplacian
-    return tf.map_fn(one, (draws, seeds), fn_output_signature=(
+    return tf.map_fn(one, (draws, grads, seeds), fn_output_signature=(
         draws[0].dtype, draws[0].dtype))
   try:
-    squared, laplacian = _compat.quiet_function(terms_of, False)(parts, seeds)
+    squared, laplacian = _compat.quiet_function(terms_of, False)(
+        parts, list(grads), seeds)
   except (LookupError, TypeError, ValueError, NotImplementedError,
           tf.errors.InvalidArgumentError):  # No gradient there.
     return None
