@@ -19,14 +19,33 @@ def test_noise_algorithm_follows_xla_compilation():
   assert bool(tf.function(is_threefry, jit_compile=True)())
 
 
-def test_erfinv_float32_matches_scipy():
-  # Giles' single-precision bound is a few float32 ulps; both branches and
-  # the extreme uniforms the normal draw can produce are covered.
-  x = np.concatenate([np.linspace(-1, 1, 20001)[1:-1],
-                      1. - np.logspace(-7, -2, 50)]).astype(np.float32)
-  got = noise.erfinv_float32(tf.constant(x)).numpy()
+@pytest.mark.parametrize('jit', [False, True])
+def test_erfinv_float32_matches_scipy(jit):
+  # Giles' single-precision bound is a few float32 ulps; both branches, the
+  # seam at w = 5 and the extreme uniforms the normal draw can produce
+  # (1 - 2^-24 and the draw's lowest value, just above -1) are covered.
+  seam = np.sqrt(-np.expm1(-5.))
+  lowest = np.nextafter(np.float32(-1.), np.float32(0.))
+  x = np.concatenate([np.linspace(-1, 1, 200001)[1:-1],
+                      1. - np.logspace(-7, -2, 50),
+                      seam + np.linspace(-1e-5, 1e-5, 101),
+                      [1. - 2.**-24, lowest]]).astype(np.float32)
+  fn = tf.function(noise.erfinv_float32, jit_compile=jit)
+  got = fn(tf.constant(x)).numpy()
   want = scipy.special.erfinv(x.astype(np.float64))
   np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_log_float32_matches_numpy_on_the_unit_interval():
+  """The draw's logarithm: every binade the uniforms reach, and 1 itself."""
+  rng = np.random.default_rng(0)
+  y = np.concatenate([rng.random(10**6) * 2.**-k for k in range(0, 25, 3)]
+                     + [[1., 2.**-23, np.float32(1.) - 2.**-24]])
+  y = y[y >= 2.**-24].astype(np.float32)
+  got = noise.log_float32(tf.constant(y)).numpy()
+  # Within two float32 ulps of the result (and 1e-7 where it is near 0).
+  np.testing.assert_allclose(got, np.log(y.astype(np.float64)), rtol=2.4e-7,
+                             atol=1e-7)
 
 
 def test_xla_normal_is_standard_normal():
