@@ -3,8 +3,10 @@
 MLP 784-400-400-10, batch 100, `jit_compile=True`, random data; each
 configuration's time per step is the best of several rounds, the rounds
 interleaved so all ratios come from the same conditions. Goals: ≤ 1.05×
-SGD-plus-noise for PSGLD without Γ, corrected ≤ 1.5× none, blocked Shampoo
-≤ 1.25× its floor (PSGLD plus its products at the dense matrix rate).
+SGD-plus-noise for PSGLD without Γ (shown beside Keras' own RMSprop plus
+the same noise, which pays the same moving average), corrected ≤ 1.5×
+none, blocked Shampoo ≤ 1.25× its floor (PSGLD plus its products at the
+dense matrix rate).
 "SGD + noise + HVP" also takes the Hessian-vector product Γ needs, as the
 samplers take it: the floor of any step with Γ, against which the corrected
 rows are compared as the Γ-free rows are against SGD + noise.
@@ -36,6 +38,20 @@ class NoisySGD(keras.optimizers.SGD):
   def update_step(self, gradient, variable, learning_rate):
     seed = tf.stack([tf.cast(self.iterations, tf.int32), 0])
     # The samplers' own normal draw (Threefry under XLA), for a fair floor.
+    noise = tfa.core.noise.normal([variable], seed)[0]
+    super().update_step(gradient + 1e-6 * noise, variable, learning_rate)
+
+
+class NoisyRMSprop(keras.optimizers.RMSprop):
+  """Keras' RMSprop plus the samplers' normal draw: the floor of PSGLD without Γ.
+
+  The same moving average of squared gradients, read and written every
+  step, and the same noise; what PSGLD adds beyond it is its own
+  bookkeeping (the non-finite check, the preconditioned noise).
+  """
+
+  def update_step(self, gradient, variable, learning_rate):
+    seed = tf.stack([tf.cast(self.iterations, tf.int32), 0])
     noise = tfa.core.noise.normal([variable], seed)[0]
     super().update_step(gradient + 1e-6 * noise, variable, learning_rate)
 
@@ -131,6 +147,7 @@ def configurations(data_size):
       'SGD': lambda: keras.optimizers.SGD(1e-3),
       'SGD + noise': lambda: NoisySGD(1e-3),
       'SGD + Rademacher noise': lambda: RademacherSGD(1e-3),
+      'RMSprop + noise': lambda: NoisyRMSprop(1e-3),
       'SGD + noise + HVP': lambda: NoisySGD(1e-3),
       'SGLD': lambda: opt.SGLD(1e-6, **kw),
       'SGLD (rademacher noise)': lambda: opt.SGLD(1e-6, noise='rademacher',
@@ -194,7 +211,8 @@ def measure(quick):
   hidden, steps, rounds = (50, 10, 1) if quick else (400, 50, 5)
   configs = configurations(60000)
   if quick:  # CI: checks that it runs; the full run measures everything.
-    configs = {k: configs[k] for k in ('SGD', 'SGD + noise', 'PSGLD (none)',
+    configs = {k: configs[k] for k in ('SGD', 'SGD + noise', 'RMSprop + noise',
+                                       'PSGLD (none)',
                                        'PSGLD (corrected, Γ on 1/4 batch)')}
   best = time_steps(configs, hidden, steps, rounds,
                     instances=1 if quick else 3, jit_compile=not quick)
@@ -244,6 +262,8 @@ def table_rows(best, floor_of_blocks=None):
     elif (name.startswith('MongeSGRLD (corrected')
           and 'MongeSGRLD (none)' in best):
       extra = 'Γ: %.2f× Monge (none)' % (t / best['MongeSGRLD (none)'])
+    elif name == 'PSGLD (none)' and 'RMSprop + noise' in best:
+      extra = '%.2f× RMSprop + noise' % (t / best['RMSprop + noise'])
     elif name.startswith('SGLD (rademacher') and 'SGD + Rademacher noise' in best:
       extra = '%.2f× SGD + Rademacher noise' % (
           t / best['SGD + Rademacher noise'])
@@ -280,7 +300,10 @@ def plot(best, path):
   plt.close(fig)
 
 
-NOTE = ('Shampoo refreshes its roots every 10 steps with max_dim=128: the '
+NOTE = ('"RMSprop + noise": Keras\' own RMSprop with the samplers\' normal '
+        'draw added to its gradient, which reads and writes the same moving '
+        'average each step as PSGLD: the floor of PSGLD without Γ. '
+        'Shampoo refreshes its roots every 10 steps with max_dim=128: the '
         '784- and 400-wide modes keep a diagonal factor, so only the 10-wide '
         'output modes have full Kronecker factors. "All modes full, roots '
         'fixed": max_dim=1024, full factors for every mode (784×784, '
