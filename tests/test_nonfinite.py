@@ -167,3 +167,51 @@ def test_optimizer_raise_policy_raises_in_fit(jit):
     with pytest.raises(FloatingPointError, match='up to iteration 2 '):
       model.fit(x, y, batch_size=20, epochs=1, shuffle=False, verbose=0,
                 callbacks=[tfa.keras.SampleCollector(unit='epoch')])
+
+
+def _steep_wall(x):
+  """N(0, 1) with a finite but steep wall beyond 2: gradient -1e20 there.
+
+  The gradient is finite, its square is not (float32), so an RMSprop
+  metric's statistic overflows and the metric becomes 0: without a check
+  of the metric state the chain would stop moving with no NaN anywhere.
+  """
+  return tf.where(x > 2., -2. - 1e20 * (x - 2.), -0.5 * x ** 2)
+
+
+@pytest.mark.parametrize('gamma', ['none', 'corrected'])
+def test_an_overflowing_metric_statistic_is_rejected_not_frozen_in(gamma):
+  kernel = tfa.mcmc.PSGLD(_steep_wall, 0.05, gamma=gamma)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    xs, _, results = tfa.mcmc.sample(kernel, tf.fill([200], 0.5), 2000,
+                                     progress=False, seed=(3, 4))
+  xs, counts = xs.numpy(), results.num_nonfinite.numpy()
+  assert int(np.sum(counts)) > 0                       # The wall is counted,
+  assert any('non-finite' in str(w.message) for w in caught)  # and told.
+  assert np.all(np.isfinite(xs))
+  # No chain is frozen at the wall: every one keeps moving to the end.
+  late = xs[-500:]
+  assert np.all(late.max(0) - late.min(0) > 0.3), np.sort(
+      late.max(0) - late.min(0))[:5]
+
+
+def test_one_overflowing_gradient_does_not_freeze_a_custom_loop():
+  """A custom loop (keras.io style): one batch's gradient squares to Inf."""
+  opt = tfa.keras.optimizers.PSGLD(1e-3, data_size=100, gamma='none',
+                                   burnin=0, seed=0)
+  w = keras.Variable(np.zeros(4, np.float32))
+  opt.build([w])
+
+  @tf.function(jit_compile=True)
+  def step(grad):
+    opt.apply([grad], [w])
+
+  step(tf.fill([4], 1e20))                  # Finite; its square is not.
+  assert int(opt.num_nonfinite.numpy()) == 1
+  np.testing.assert_array_equal(w.numpy(), np.zeros(4))
+  before = w.numpy().copy()
+  for _ in range(20):
+    step(tf.constant(np.float32([0.1, -0.1, 0.2, 0.])))
+  assert int(opt.num_nonfinite.numpy()) == 1
+  assert np.all(np.abs(w.numpy() - before) > 0)       # Still moving.

@@ -94,7 +94,9 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       second-order pass runs on a fraction ``p`` of the steps; see
       `tfp_adaptive.core.gamma.gradient_and_gamma`).
     nonfinite: ``'reject'`` (default, as in the kernels: a step whose
-      gradient, Γ or new weights are NaN/Inf is not applied, the weights
+      gradient, Γ, new weights or new metric state are NaN/Inf is not
+      applied (an overflowing metric statistic would otherwise freeze the
+      weights silently), the weights
       stay at the last good state, and `num_nonfinite` counts it; the weights
       are tested through their sum, so weights too large for that sum to
       stay finite count too, see `tfp_adaptive.core.tensors.finite_chains`) or
@@ -476,9 +478,15 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         temperature, noise_seed, 0, noise_scale, gradient_scale=-n,
         ratios=self.regime_state is not None or self.monitor_state is not None)
     new_parts, new_momentum = out[:2]
-    # A NaN/Inf in the gradient, Γ or metric reaches the new weights, so
-    # checking those is enough; the step is committed or skipped as a whole.
-    ok = tensors.finite_chains(new_parts, 0)
+    # A NaN/Inf in the gradient or Γ reaches the new weights; statistics
+    # that overflow (a finite gradient whose square does not) give a zero
+    # metric instead, which would freeze the weights without a NaN, so the
+    # new metric state is checked too. The step is committed or skipped as
+    # a whole.
+    new_state = tf.nest.flatten((new_pstate, new_momentum))
+    ok = tensors.finite_chains(
+        list(new_parts) + [leaf for leaf in new_state
+                           if leaf.dtype.is_floating], 0)
     if self.nonfinite == 'raise':
       if _compat.in_xla_context() and not self.nonfinite_checked_after_batch:
         warnings.warn(
@@ -490,7 +498,6 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
           'Non-finite gradient, Γ or weights in %s at iteration' % self.name,
           step, '; lower the learning rate or check the model.'])]):
         ok = tf.identity(ok)
-    new_state = tf.nest.flatten((new_pstate, new_momentum))
     if self.monitor_state is not None:
       self.monitor_state.accumulate(parts, target_grads, out[3],
                                     learning_rate, ok, index)

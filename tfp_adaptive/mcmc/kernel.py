@@ -224,14 +224,15 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           noise_seed, batch_ndims,
           noise_scale=schedules.noise_scale(self.step_size, prev.step),
           gradient_scale=1., ratios=True)
-      here = tf.math.is_finite(lp)
+      # The new metric state and momentum too: statistics that overflow
+      # (a finite gradient whose square does not) give a zero metric, which
+      # would freeze the chain with no NaN anywhere in the proposal.
+      here = tf.math.is_finite(lp) & _finite_state(pstate, momentum,
+                                                   batch_ndims)
       ok = here & tensors.finite_chains(new_parts, batch_ndims)
       metric_ok = ok
       if p['nonfinite'] == 'reject_at_proposal':
         ok &= tf.math.is_finite(self._log_prob(new_parts, batch_seed))
-        for leaf in tf.nest.flatten((pstate, momentum)):
-          if leaf.dtype.is_floating and leaf.shape.rank >= batch_ndims:
-            here &= tensors.finite_chains([leaf], batch_ndims)
         metric_ok = here
       new_parts, pstate, momentum, good, ok = self._handle_nonfinite(
           ok, metric_ok, parts, new_parts, prev, pstate, momentum,
@@ -253,9 +254,11 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
                         momentum, batch_ndims):
     """Applies the ``nonfinite`` policy per chain.
 
-    A step is good (`ok`) when the log-prob at the current state and the
-    proposal are finite (a NaN/Inf in ∇û, Γ or the metric reaches the
-    proposal, so that is all that is checked), and with
+    A step is good (`ok`) when the log-prob at the current state, the
+    proposal, and the new metric state and momentum are finite (a NaN/Inf
+    in ∇û or Γ reaches the proposal; an Inf in the metric's statistics,
+    from a gradient whose square overflows, gives a zero metric instead,
+    which would freeze the chain without a NaN in the proposal), and with
     ``'reject_at_proposal'`` also the log-prob at the proposal. A chain whose
     step is not good returns to its last good state (the last state from
     which a good step was taken) and draws fresh noise next step, so it
@@ -284,3 +287,12 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
     return (where(new_parts, good),
             where(pstate, prev.preconditioner_state, metric_ok),
             where(momentum, prev.momentum, metric_ok), good, ok)
+
+
+def _finite_state(pstate, momentum, batch_ndims):
+  """Per chain: are the floating leaves of the metric state and momentum all finite?"""
+  ok = True
+  for leaf in tf.nest.flatten((pstate, momentum)):
+    if leaf.dtype.is_floating and leaf.shape.rank >= batch_ndims:
+      ok = ok & tensors.finite_chains([leaf], batch_ndims)
+  return ok
