@@ -8,6 +8,7 @@ __all__ = [
     'event_dots',
     'event_size',
     'finite_chains',
+    'finite_state',
     'part_event_dot',
     'part_event_mean',
     'part_event_sum',
@@ -48,6 +49,22 @@ def finite_chains(parts, batch_ndims):
   """
   total = tf.add_n([part_event_sum(p, batch_ndims) for p in parts])
   return tf.math.is_finite(total)
+
+
+def finite_state(structure, batch_ndims):
+  """Per chain: are the floating leaves of `structure` all finite?
+
+  For a sampler's metric state and momentum: each leaf (of rank at least
+  `batch_ndims`; bool and integer leaves are skipped) is tested through its
+  own sum (`finite_chains`). Statistics that overflow, from a finite
+  gradient whose square does not, give a zero metric and a step that
+  moves nothing, so no NaN reaches the proposal: they must be checked here.
+  """
+  ok = True
+  for leaf in tf.nest.flatten(structure):
+    if leaf.dtype.is_floating and leaf.shape.rank >= batch_ndims:
+      ok = ok & finite_chains([leaf], batch_ndims)
+  return ok
 
 
 def reshape_event(x, batch_ndims, event_shape, like=None):

@@ -478,15 +478,12 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         temperature, noise_seed, 0, noise_scale, gradient_scale=-n,
         ratios=self.regime_state is not None or self.monitor_state is not None)
     new_parts, new_momentum = out[:2]
-    # A NaN/Inf in the gradient or Γ reaches the new weights; statistics
-    # that overflow (a finite gradient whose square does not) give a zero
-    # metric instead, which would freeze the weights without a NaN, so the
-    # new metric state is checked too. The step is committed or skipped as
-    # a whole.
+    # A NaN/Inf in the gradient or Γ reaches the new weights; overflowing
+    # statistics do not (`tensors.finite_state`), so the new metric state is
+    # checked too. The step is committed or skipped as a whole.
+    ok = (tensors.finite_chains(new_parts, 0) &
+          tensors.finite_state((new_pstate, new_momentum), 0))
     new_state = tf.nest.flatten((new_pstate, new_momentum))
-    ok = tensors.finite_chains(
-        list(new_parts) + [leaf for leaf in new_state
-                           if leaf.dtype.is_floating], 0)
     if self.nonfinite == 'raise':
       if _compat.in_xla_context() and not self.nonfinite_checked_after_batch:
         warnings.warn(

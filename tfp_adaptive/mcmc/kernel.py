@@ -224,11 +224,10 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           noise_seed, batch_ndims,
           noise_scale=schedules.noise_scale(self.step_size, prev.step),
           gradient_scale=1., ratios=True)
-      # The new metric state and momentum too: statistics that overflow
-      # (a finite gradient whose square does not) give a zero metric, which
-      # would freeze the chain with no NaN anywhere in the proposal.
-      here = tf.math.is_finite(lp) & _finite_state(pstate, momentum,
-                                                   batch_ndims)
+      # The new metric state and momentum too: overflowing statistics
+      # freeze a chain without a NaN in the proposal (`finite_state`).
+      here = tf.math.is_finite(lp) & tensors.finite_state((pstate, momentum),
+                                                          batch_ndims)
       ok = here & tensors.finite_chains(new_parts, batch_ndims)
       metric_ok = ok
       if p['nonfinite'] == 'reject_at_proposal':
@@ -288,11 +287,3 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
             where(pstate, prev.preconditioner_state, metric_ok),
             where(momentum, prev.momentum, metric_ok), good, ok)
 
-
-def _finite_state(pstate, momentum, batch_ndims):
-  """Per chain: are the floating leaves of the metric state and momentum all finite?"""
-  ok = True
-  for leaf in tf.nest.flatten((pstate, momentum)):
-    if leaf.dtype.is_floating and leaf.shape.rank >= batch_ndims:
-      ok = ok & tensors.finite_chains([leaf], batch_ndims)
-  return ok
