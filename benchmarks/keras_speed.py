@@ -32,17 +32,26 @@ from tfp_adaptive.core import gamma as gamma_lib
 opt = tfa.keras.optimizers
 
 
-class NoisySGD(keras.optimizers.SGD):
-  """SGD plus one standard normal number per parameter: the Langevin floor."""
+class _NoiseInGradient(object):
+  """Mixin: a Keras optimizer whose gradient gets one draw per parameter.
+
+  The draw is the samplers' own (`draw`: normal, Threefry under XLA, or
+  Rademacher), from the iteration's stateless seed, for a fair floor.
+  """
+
+  draw = staticmethod(tfa.core.noise.normal)
 
   def update_step(self, gradient, variable, learning_rate):
     seed = tf.stack([tf.cast(self.iterations, tf.int32), 0])
-    # The samplers' own normal draw (Threefry under XLA), for a fair floor.
-    noise = tfa.core.noise.normal([variable], seed)[0]
+    noise = self.draw([variable], seed)[0]
     super().update_step(gradient + 1e-6 * noise, variable, learning_rate)
 
 
-class NoisyRMSprop(keras.optimizers.RMSprop):
+class NoisySGD(_NoiseInGradient, keras.optimizers.SGD):
+  """SGD plus one standard normal number per parameter: the Langevin floor."""
+
+
+class NoisyRMSprop(_NoiseInGradient, keras.optimizers.RMSprop):
   """Keras' RMSprop plus the samplers' normal draw: the floor of PSGLD without Γ.
 
   The same moving average of squared gradients, read and written every
@@ -50,19 +59,11 @@ class NoisyRMSprop(keras.optimizers.RMSprop):
   bookkeeping (the non-finite check, the preconditioned noise).
   """
 
-  def update_step(self, gradient, variable, learning_rate):
-    seed = tf.stack([tf.cast(self.iterations, tf.int32), 0])
-    noise = tfa.core.noise.normal([variable], seed)[0]
-    super().update_step(gradient + 1e-6 * noise, variable, learning_rate)
 
-
-class RademacherSGD(keras.optimizers.SGD):
+class RademacherSGD(_NoiseInGradient, keras.optimizers.SGD):
   """SGD plus one ±1 per parameter, drawn as the samplers draw it: the floor of ``noise='rademacher'``."""
 
-  def update_step(self, gradient, variable, learning_rate):
-    seed = tf.stack([tf.cast(self.iterations, tf.int32), 0])
-    noise = tfa.core.noise.rademacher([variable], seed)[0]
-    super().update_step(gradient + 1e-6 * noise, variable, learning_rate)
+  draw = staticmethod(tfa.core.noise.rademacher)
 
 
 def _hvp_train_step(self, data):
