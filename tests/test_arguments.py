@@ -131,6 +131,12 @@ COLLECTOR_NEEDS_LIKELIHOOD = {'from_logits', 'noise_variance'}
 CALIBRATION = [(tfa.keras.StepSizeCalibration, {}, name, bad)
                for name, bad in [('epochs', COUNT), ('target', [v for v in POSITIVE if v is not None] + [0.5]),
                                  ('max_factor', NUMBER + [1., 0.5])]] + [
+    (tfa.keras.CurvatureCalibration, dict(training_data=(np.zeros((4, 2)), np.zeros(4))), name, bad)
+    for name, bad in [('training_data', [None, 1, (1, 2, 3)]),
+                      ('heat', POSITIVE + [1., 2.]),
+                      ('epochs', ['2', 1.5, True, None, -1]),
+                      ('batches', COUNT + [1]), ('iterations', COUNT),
+                      ('rows', COUNT), ('seed', SEED)]] + [
     (tfa.keras.priors.HorseshoePrior, dict(data_size=10), name, bad)
     for name, bad in [('data_size', NUMBER + [0.]),
                       ('scale', POSITIVE + ['fan']),

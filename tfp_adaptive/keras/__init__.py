@@ -10,6 +10,7 @@ from tfp_adaptive.keras import optimizers
 from tfp_adaptive.keras import priors
 from tfp_adaptive.keras import schedules
 from tfp_adaptive.keras.collector import SampleCollector
+from tfp_adaptive.keras.curvature import CurvatureCalibration
 from tfp_adaptive.keras.ensemble import BayesianEnsemble
 from tfp_adaptive.keras.monitor import SamplerMonitor
 from tfp_adaptive.keras.regime import StepSizeCalibration
@@ -19,7 +20,7 @@ from tfp_adaptive.keras.sample_files import SampleFileError
 from tfp_adaptive.keras.training import enable_gamma
 from tfp_adaptive.keras.training import gradients_and_gamma
 
-__all__ = ['BayesianEnsemble', 'GaussianNLL', 'NoiseScale', 'SampleCollector',
+__all__ = ['BayesianEnsemble', 'CurvatureCalibration', 'GaussianNLL', 'NoiseScale', 'SampleCollector',
            'SampleFileError',
            'SamplerMonitor', 'StepSizeCalibration',
            'distribute', 'enable_gamma', 'health', 'gradients_and_gamma', 'likelihoods', 'optimizers', 'priors',

@@ -64,6 +64,15 @@ def sampler_of(model, who):
   return opt
 
 
+def constant_rate_sampler_of(model, who):
+  """`sampler_of`, and a `TypeError` naming `who` if its learning rate is a schedule (`who` sets the rate)."""
+  opt = sampler_of(model, who)
+  if opt.learning_rate_schedule is not None:
+    raise TypeError('%s needs a constant learning rate, not a schedule (%s).'
+                    % (who, type(opt.learning_rate_schedule).__name__))
+  return opt
+
+
 def _random_seed():
   """From NumPy's global generator, which `keras.utils.set_random_seed` seeds."""
   return int(np.random.randint(0, 2**31 - 1))

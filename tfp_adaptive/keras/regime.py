@@ -159,11 +159,8 @@ class StepSizeCalibration(keras.callbacks.Callback):
     self._seen = 0
 
   def on_train_begin(self, logs=None):
-    opt = optimizer_base.sampler_of(self.model, 'StepSizeCalibration')
-    if opt.learning_rate_schedule is not None:
-      raise TypeError('StepSizeCalibration needs a constant learning rate, '
-                      'not a schedule (%s).'
-                      % type(opt.learning_rate_schedule).__name__)
+    opt = optimizer_base.constant_rate_sampler_of(self.model,
+                                                  'StepSizeCalibration')
     attach(opt, self.model)
 
   def on_epoch_end(self, epoch, logs=None):
