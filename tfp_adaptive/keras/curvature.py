@@ -27,9 +27,13 @@ class CurvatureCalibration(keras.callbacks.Callback):
   gradient is small, raises the step until the few stiff directions that
   set the predictions run hot; this rule reads those directions.
 
-  It is read where the chain is: once when `fit` begins (with the metric as
-  it stands) and at the end of each of the first `epochs` epochs, after
-  which the learning rate stays fixed. Start it at a mode, for instance
+  It is read where the chain is: when `fit` begins (for an adaptive metric
+  such as PSGLD's, once the metric has seen the gradients: at the end of
+  the optimizer's noise-free `burnin`, or of the first step) and at the end
+  of each of the first `epochs` epochs that end after that, after which
+  the learning rate stays fixed. A reading never raises the rate that an
+  earlier one set: the chain visits the places read, and the stiffest of
+  them bounds the step. Start it at a mode, for instance
   after training the same model briefly with Adam (the Keras guide's
   recipe): far from one, the curvature changes as the chain moves. Keep the
   calibration epochs inside the collector's burn-in.
@@ -51,7 +55,8 @@ class CurvatureCalibration(keras.callbacks.Callback):
     seed: int, the seed of the subsets, batches and starting vector.
 
   Attributes:
-    history: one ``(learning_rate, eigenvalue)`` per reading.
+    history: one ``(learning_rate, eigenvalue)`` per reading (the rate
+      set, the eigenvalue read).
 
   Raises:
     TypeError: at `fit`, for an optimizer that is not one of
@@ -100,10 +105,23 @@ class CurvatureCalibration(keras.callbacks.Callback):
       self._arrays = ensemble_lib.validation_arrays(self.training_data,
                                                     'training_data')
     opt.build(self.model.trainable_variables)
-    self._read(opt, len(self.history))
+    # An adaptive metric is read once it has seen the gradients: after the
+    # optimizer's noise-free burn-in (or its first step).
+    self._pending_after, self._epoch_reads = None, 0
+    if opt.algorithm.preconditioner.is_adaptive:
+      self._pending_after = max(opt.burnin, int(opt.iterations) + 1)
+    else:
+      self._read(opt, len(self.history))
+
+  def on_train_batch_end(self, batch, logs=None):
+    if (self._pending_after is not None and
+        int(self.model.optimizer.iterations) >= self._pending_after):
+      self._pending_after = None
+      self._read(self.model.optimizer, len(self.history))
 
   def on_epoch_end(self, epoch, logs=None):
-    if epoch < self.epochs:
+    if self._pending_after is None and self._epoch_reads < self.epochs:
+      self._epoch_reads += 1
       self._read(self.model.optimizer, len(self.history))
     if logs is not None and self.history:
       logs['learning_rate'] = self.history[-1][0]
@@ -144,6 +162,8 @@ class CurvatureCalibration(keras.callbacks.Callback):
           'is not convex near the weights (start at a mode, e.g. after a '
           'few epochs of Adam) or not finite.' % value)
     lr = float(curvature_lib.step_for_heat(value, self.heat))
+    if self.history:  # The stiffest place read so far bounds the step.
+      lr = min(lr, self.history[-1][0])
     opt.learning_rate = lr
     self.history.append((lr, value))
 
