@@ -193,11 +193,12 @@ def _fit_adam(data, model_fn, loss_fn, epochs, seed, members=5):
   return ensemble_lib.BayesianEnsemble(model, kept), []
 
 
+ADAM = 'Adam deep ensemble (5)'
 METHODS = {'recipe (corrected PSGLD)': _fit_recipe,
            'recipe, 5 chains of a fifth': _chains(_fit_recipe),
            'Adam warm start + CurvatureCalibration, 5 chains': _chains(
                _fit_warm),
-           'Adam deep ensemble (5)': _fit_adam}
+           ADAM: _fit_adam}
 
 
 SHORT = {'recipe (corrected PSGLD)': 'recipe',
@@ -219,7 +220,7 @@ def run(sets, quick, seeds):
         ens, said = fit(data, model_fn, loss_fn, epochs, seed)
         metrics = ens.evaluate(data[2], data[3])
         metrics['seconds'] = time.time() - t0
-        if not method.startswith('Adam'):  # The members' temperatures.
+        if method != ADAM:  # The members' temperatures.
           try:
             readings = ens.check_temperature(data[0], data[1], warn=False)
           except ValueError:  # Too few members a chain (--quick).
@@ -257,7 +258,7 @@ def table_rows(results):
                    '%.0f' % np.mean([r['seconds'] for r in runs]),
                    ', '.join(sorted({w for r in runs for w in r['warnings']}))
                    or '—'])
-    adam, a_se = lls.pop('Adam deep ensemble (5)')
+    adam, a_se = lls.pop(ADAM)
     for method, (ll, se) in lls.items():
       gap, gap_se = ll - adam, np.hypot(se, a_se)
       rows[-1][-1] += '; %s − Adam = %+.3f ± %.3f (%s)' % (
