@@ -105,6 +105,9 @@ class CurvatureCalibration(keras.callbacks.Callback):
       self._arrays = ensemble_lib.validation_arrays(self.training_data,
                                                     'training_data')
     opt.build(self.model.trainable_variables)
+    # Traced once a `fit`: the minibatch gradient and ``v -> H v`` of U.
+    self._gradient = _energy_gradient(self.model, opt)
+    self._hessian = _hessian_product(self.model, opt)
     # An adaptive metric is read once it has seen the gradients: after the
     # optimizer's noise-free burn-in (or its first step).
     self._pending_after, self._epoch_reads = None, 0
@@ -132,7 +135,6 @@ class CurvatureCalibration(keras.callbacks.Callback):
     steps = (self.params or {}).get('steps')
     batch = 32 if not steps else int(np.ceil(n / int(np.asarray(steps))))
     rng = np.random.default_rng([self.seed, salt])
-    energy = _energy_gradient(self.model, opt)
     pstate, _ = opt.sampler_state()
     whiten = lambda vs: opt.algorithm.preconditioner.apply_sqrt(pstate, vs, 0)
 
@@ -140,17 +142,16 @@ class CurvatureCalibration(keras.callbacks.Callback):
       rows = np.sort(rng.choice(n, min(count, n), replace=False))
       return (tf.nest.map_structure(lambda a: tf.constant(a[rows]), x),
               tf.constant(y[rows]))
-    draws = [whiten(energy(*take(batch), float(opt.data_size)))
+    draws = [whiten(self._gradient(*take(batch)))
              for _ in range(self.batches)]
     mean = [tf.add_n(list(d)) / len(draws) for d in zip(*draws)]
     noise = curvature_lib.noise_covariance_product(
         [[a - m for a, m in zip(d, mean)] for d in draws])
     tau = float(np.asarray(opt.temperature_variable))
     xs, ys = take(self.rows)
-    hessian = _hessian_product(self.model, opt, xs, ys)
 
     def operator(vector):
-      curv = whiten(hessian(whiten(vector)))
+      curv = whiten(self._hessian(xs, ys, whiten(vector)))
       return [c + s / tau for c, s in zip(curv, noise(vector))]
     start = [tf.constant(rng.normal(size=v.shape), v.dtype)
              for v in mean]
@@ -173,35 +174,35 @@ def _parts(model):
           for v in model.trainable_variables]
 
 
-def _energy(model, opt, x, y, data_size):
-  """``U = data_size·(loss + prior/N)`` of the batch, as the optimizer samples it."""
+def _energy(model, opt, x, y):
+  """``U = N·(loss + prior/N)`` of the batch (``N = data_size``), as the optimizer samples it."""
   y_pred = model(x, training=False)
   loss = tf.cast(model.compute_loss(x=x, y=y, y_pred=y_pred), tf.float32)
-  return data_size * (loss + tf.cast(opt.prior_loss(_parts(model)),
-                                     tf.float32))
+  return float(opt.data_size) * (
+      loss + tf.cast(opt.prior_loss(_parts(model)), tf.float32))
 
 
 def _energy_gradient(model, opt):
   parts = _parts(model)
 
   @tf.function(autograph=False, reduce_retracing=True)
-  def gradient(x, y, data_size):
+  def gradient(x, y):
     with tf.GradientTape() as tape:
-      u = _energy(model, opt, x, y, data_size)
+      u = _energy(model, opt, x, y)
     return [tf.zeros_like(p) if g is None else g
             for g, p in zip(tape.gradient(u, parts), parts)]
   return gradient
 
 
-def _hessian_product(model, opt, x, y):
-  """``v -> H v`` of ``U`` at the weights, on the batch ``(x, y)``."""
+def _hessian_product(model, opt):
+  """``(x, y, v) -> H v``, the Hessian of ``U`` on the batch ``(x, y)`` at the weights."""
   parts = _parts(model)
 
   @tf.function(autograph=False, reduce_retracing=True)
-  def product(vector):
+  def product(x, y, vector):
     with tf.GradientTape() as outer:
       with tf.GradientTape() as inner:
-        u = _energy(model, opt, x, y, float(opt.data_size))
+        u = _energy(model, opt, x, y)
       grads = inner.gradient(u, parts)
       grads = [tf.zeros_like(p) if g is None else g
                for g, p in zip(grads, parts)]
