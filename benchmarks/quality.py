@@ -309,7 +309,7 @@ def main():
       'Command: `python -m benchmarks.quality%s`. Mean ± standard error over '
       'seeds. "matches or beats": the recipe\'s test log-likelihood is at '
       'least the deep ensemble\'s minus two standard errors of the '
-      'difference. Same number of gradients for all three methods. "T '
+      'difference. Same number of gradients for every method. "T '
       'virial", "T Laplacian": the configurational temperature of the '
       'members in its two forms (`BayesianEnsemble.check_temperature` on the '
       'training data), 1 for draws from the posterior; the Laplacian form '
