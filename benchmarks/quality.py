@@ -194,16 +194,12 @@ def _fit_adam(data, model_fn, loss_fn, epochs, seed, members=5):
 
 
 ADAM = 'Adam deep ensemble (5)'
-METHODS = {'recipe (corrected PSGLD)': _fit_recipe,
-           'recipe, 5 chains of a fifth': _chains(_fit_recipe),
-           'Adam warm start + CurvatureCalibration, 5 chains': _chains(
-               _fit_warm),
-           ADAM: _fit_adam}
-
-
-SHORT = {'recipe (corrected PSGLD)': 'recipe',
-         'recipe, 5 chains of a fifth': '5 chains',
-         'Adam warm start + CurvatureCalibration, 5 chains': 'warm start'}
+# {row name: (its name in the verdicts, fit)}.
+METHODS = {'recipe (corrected PSGLD)': ('recipe', _fit_recipe),
+           'recipe, 5 chains of a fifth': ('5 chains', _chains(_fit_recipe)),
+           'Adam warm start + CurvatureCalibration, 5 chains': (
+               'warm start', _chains(_fit_warm)),
+           ADAM: ('Adam', _fit_adam)}
 
 
 def run(sets, quick, seeds):
@@ -214,7 +210,7 @@ def run(sets, quick, seeds):
       if name != 'synthetic 1-D':  # A regression head and the band figure.
         continue
       epochs = 15
-    for method, fit in METHODS.items():
+    for method, (_, fit) in METHODS.items():
       for seed in range(seeds):
         t0 = time.time()
         ens, said = fit(data, model_fn, loss_fn, epochs, seed)
@@ -262,7 +258,7 @@ def table_rows(results):
     for method, (ll, se) in lls.items():
       gap, gap_se = ll - adam, np.hypot(se, a_se)
       rows[-1][-1] += '; %s − Adam = %+.3f ± %.3f (%s)' % (
-          SHORT[method], gap,
+          METHODS[method][0], gap,
           gap_se, 'matches or beats' if gap >= -2. * gap_se else 'worse')
   return rows
 

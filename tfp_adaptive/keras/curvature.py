@@ -7,6 +7,7 @@ import keras
 from tfp_adaptive import validation
 from tfp_adaptive.core import curvature as curvature_lib
 from tfp_adaptive.keras import ensemble as ensemble_lib
+from tfp_adaptive.keras import ensemble_temperature
 from tfp_adaptive.keras import optimizer_base
 
 __all__ = ['CurvatureCalibration']
@@ -174,12 +175,10 @@ def _parts(model):
           for v in model.trainable_variables]
 
 
-def _energy(model, opt, x, y):
-  """``U = N·(loss + prior/N)`` of the batch (``N = data_size``), as the optimizer samples it."""
-  y_pred = model(x, training=False)
-  loss = tf.cast(model.compute_loss(x=x, y=y, y_pred=y_pred), tf.float32)
-  return float(opt.data_size) * (
-      loss + tf.cast(opt.prior_loss(_parts(model)), tf.float32))
+def _energy(model, opt, parts, x, y):
+  """``U`` estimated from the batch: ``data_size·(loss + prior/N)``."""
+  return ensemble_temperature.batch_energy(model, opt, parts, x, y,
+                                           float(opt.data_size))
 
 
 def _energy_gradient(model, opt):
@@ -188,7 +187,7 @@ def _energy_gradient(model, opt):
   @tf.function(autograph=False, reduce_retracing=True)
   def gradient(x, y):
     with tf.GradientTape() as tape:
-      u = _energy(model, opt, x, y)
+      u = _energy(model, opt, parts, x, y)
     return [tf.zeros_like(p) if g is None else g
             for g, p in zip(tape.gradient(u, parts), parts)]
   return gradient
@@ -202,7 +201,7 @@ def _hessian_product(model, opt):
   def product(x, y, vector):
     with tf.GradientTape() as outer:
       with tf.GradientTape() as inner:
-        u = _energy(model, opt, x, y)
+        u = _energy(model, opt, parts, x, y)
       grads = inner.gradient(u, parts)
       grads = [tf.zeros_like(p) if g is None else g
                for g, p in zip(grads, parts)]

@@ -22,7 +22,7 @@ from tfp_adaptive import validation
 from tfp_adaptive.core import temperature as temperature_lib
 from tfp_adaptive.keras import optimizer_base
 
-__all__ = ['read_members']
+__all__ = ['batch_energy', 'read_members']
 
 #: Rows per forward and backward pass.
 ROWS = 1024
@@ -137,6 +137,18 @@ def _draws_by_chain(members, max_members):
                    for v in by_chain.values()], 1)
 
 
+def batch_energy(model, opt, parts, x, y, scale):
+  """``scale·(loss + prior/N)`` on the batch ``(x, y)``: the energy the optimizer samples, in inference mode.
+
+  ``scale = data_size`` gives ``U`` estimated from the batch; the batch's
+  rows give its share of ``U``'s sum over the data. `parts`: the model's
+  trainable variables as `optimizer_base.backing_variable` gives them.
+  """
+  y_pred = model(x, training=False)
+  loss = tf.cast(model.compute_loss(x=x, y=y, y_pred=y_pred), tf.float32)
+  return scale * (loss + tf.cast(opt.prior_loss(parts), tf.float32))
+
+
 def _gradient_function(model, opt, variables):
   """``(x, y) -> ∇u`` of the batch energy ``u = n_b·(loss + prior/N)``."""
   parts = [optimizer_base.backing_variable(v) for v in variables]
@@ -145,9 +157,7 @@ def _gradient_function(model, opt, variables):
   def gradient(x, y):
     n = tf.cast(tf.shape(tf.nest.flatten(x)[0])[0], tf.float32)
     with tf.GradientTape() as tape:
-      y_pred = model(x, training=False)
-      loss = tf.cast(model.compute_loss(x=x, y=y, y_pred=y_pred), tf.float32)
-      u = n * (loss + tf.cast(opt.prior_loss(parts), tf.float32))
+      u = batch_energy(model, opt, parts, x, y, n)
     grads = tape.gradient(u, parts)
     return [tf.zeros_like(p) if g is None else g
             for g, p in zip(grads, parts)]

@@ -286,4 +286,3 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
     return (where(new_parts, good),
             where(pstate, prev.preconditioner_state, metric_ok),
             where(momentum, prev.momentum, metric_ok), good, ok)
-
