@@ -49,6 +49,10 @@ EXPECTED = {'docs/guides/diagnostics.md#4': ('Pareto distribution',),
                 'BayesianEnsemble.check_temperature',),
             'docs/guides/keras.md#1': ('BayesianEnsemble.check_temperature',),
             # The warm start leaves the prior's directions at Adam's scale;
+            # the collector's thermometer says so, as the page tells.
+            'docs/getting_started.md#1': (
+                'SampleCollector: the configurational temperature',),
+            # The warm start leaves the prior's directions at Adam's scale;
             # the collector's thermometer says so, as the guide tells.
             'docs/guides/keras.md#2': (
                 'SampleCollector: the configurational temperature',),
@@ -127,12 +131,12 @@ def context(tmp_path_factory):
 def test_snippet_runs_without_warnings(name, code, context, monkeypatch):
   """Each snippet runs as printed, except that a `fit` of 150 epochs runs 30.
 
-  The guides' long runs follow the README's recipe (150 epochs, burn-in
-  60). Shortened to 30, with burn-ins of 12, they still take samples and
-  meet every check that warns, except one: the chain has not settled by then,
-  which the collector reports at the end, and which is the one warning
-  expected of a shortened run. The README test runs the recipe at full
-  length, silent. The shortening spares the suite's longest snippets.
+  The guides' long runs follow the single-chain recipe (150 epochs,
+  burn-in 60). Shortened to 30, with burn-ins of 12, they still take
+  samples and meet every check that warns, except one: the chain has not
+  settled by then, which the collector reports at the end, and which is the
+  one warning expected of a shortened run. The shortening spares the
+  suite's longest snippets.
   """
   shortened = 'epochs=150,' in code
   if shortened:  # Burn-in scaled with the run, as 60 of 150 epochs.
