@@ -1,8 +1,9 @@
-"""Ensemble quality: the documented recipe against a 5-member Adam deep ensemble, on six offline data sets.
+"""Ensemble quality: the documented recipes against a 5-member Adam deep ensemble, on six offline data sets.
 
-The recipe is the README's: corrected `PSGLD` from ``1e-4`` with
-``data_size=N`` and momentum (``friction=0.1``; none for regression, as
-the Keras guide's regression recipe), `StepSizeCalibration` over the first
+The first recipe is the Keras guide's single chain: corrected `PSGLD`
+from ``1e-4`` with ``data_size=N`` and momentum (``friction=0.1``; none
+for regression, as the Keras guide's regression recipe),
+`StepSizeCalibration` over the first
 5 epochs (10 for regression, while the noise scale settles), the default
 prior, and `SampleCollector` keeping every epoch's weights after a
 burn-in of a third of the run. Regression ends the model in
@@ -13,7 +14,8 @@ Keras guide says; the heteroscedastic case has a ``Dense(2)`` head of mean
 and log-scale. The recipe also runs as 5
 independent chains of a fifth of the epochs each, from fresh weights,
 combined by `BayesianEnsemble.combine` (the Keras guide). The third
-sampler row is the Keras guide's "A step for the stiff directions", as 5
+sampler row is the README's quick start (the Keras guide's "A step for
+the stiff directions"), as 5
 chains of a fifth: each trains with Adam (3e-3) on 80% of the training
 data, for at most four fifths of its epochs, early-stopped on the other
 20% (`keras.callbacks.EarlyStopping`, patience 5, best weights restored),
@@ -133,7 +135,7 @@ def _fit_recipe(data, model_fn, loss_fn, epochs, seed, size=None):
   regression = isinstance(loss_fn(), tfa.keras.GaussianNLL)
   keras.utils.set_random_seed(seed)
   model = model_fn(len(x), y)
-  # The README's classification recipe adds momentum, which lets the weights
+  # The single-chain classification recipe adds momentum, which lets the weights
   # the data leave free reach the prior's spread within the burn-in; the
   # guide's regression recipe is plain pSGLD.
   momentum = {} if regression else {'friction': 0.1}

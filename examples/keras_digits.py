@@ -1,4 +1,4 @@
-"""Bayesian MLP by `model.fit`: the README's recipe on a deeper MLP, against Adam.
+"""Bayesian MLP by `model.fit`: the Keras guide's single-chain recipe on a deeper MLP, against Adam.
 
 Offline by default (scikit-learn's 8×8 digits); ``--dataset mnist`` loads
 MNIST through `keras.datasets` (needs the internet once). The MLP has two

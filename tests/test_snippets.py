@@ -2,7 +2,7 @@
 
 A snippet that continues another (it uses ``model``, ``x``, ``kernel``...)
 runs in the context the guide's text gives it: the README's data (the
-digits split of ``examples/keras_digits.py``), the README's compiled model
+digits split of ``examples/keras_digits.py``), the guides' compiled model
 and kernel, a collector that has run. Each snippet runs with every warning
 recorded, TensorFlow's log included: a newcomer's first runs must print
 nothing they did not cause. The README's two quick starts run in
