@@ -122,7 +122,7 @@ def _adam_member(x, y, seed, epochs=60):
 
 def test_readme_keras_quick_start_runs_on_digits(monkeypatch):
   """The README's Keras snippet, run as printed on the example's digits split
-  (its ``x, y, x_test, y_test``) but with 2 chains instead of 5: the pooled
+  (its ``x, y, x_test, y_test``) but with 1 chain instead of 5: the pooled
   ensemble reaches accuracy > 0.9 and log-likelihood > -0.5, and its
   expected calibration error is within 0.02 of a 2-member Adam deep
   ensemble's (plus 3 bootstrap standard errors over the test points of the
@@ -135,7 +135,7 @@ def test_readme_keras_quick_start_runs_on_digits(monkeypatch):
   x, y, x_test, y_test = keras_digits.load('digits')
   code = _readme_block('## Quick start: a Bayesian neural network')
   assert 'for s in range(5)' in code
-  code = code.replace('for s in range(5)', 'for s in range(2)')
+  code = code.replace('for s in range(5)', 'for s in range(1)')
   namespace = dict(x=x, y=y, x_test=x_test, y_test=y_test)
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
