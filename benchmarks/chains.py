@@ -2,9 +2,9 @@
 
 Each chain is its own process (``python -m benchmarks.chains --chain k``):
 the MLP 64-100-100-10 on digits, corrected `PSGLD` with
-`StepSizeCalibration` (the Keras guide's single-chain settings), seed ``k``, and a
-`SampleCollector` writing ``ROOT/chain_k`` (a member every 5 epochs after
-a 50-epoch burn-in). The chains share nothing.
+`StepSizeCalibration` (the Keras guide's single-chain settings), seed
+``k``, and a `SampleCollector` writing ``ROOT/chain_k`` (a member every 5
+epochs after a 50-epoch burn-in). The chains share nothing.
 
 Reported:
 

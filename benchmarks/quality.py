@@ -3,30 +3,29 @@
 The first recipe is the Keras guide's single chain: corrected `PSGLD`
 from ``1e-4`` with ``data_size=N`` and momentum (``friction=0.1``; none
 for regression, as the Keras guide's regression recipe),
-`StepSizeCalibration` over the first
-5 epochs (10 for regression, while the noise scale settles), the default
-prior, and `SampleCollector` keeping every epoch's weights after a
-burn-in of a third of the run. Regression ends the model in
-`NoiseScale` (started at the targets' spread), restores the targets'
-units with an inverted `keras.layers.Normalization`, puts the ReLU prior
-``N(0, 2/fan_in)`` on the weights and compiles with `GaussianNLL`, as the
-Keras guide says; the heteroscedastic case has a ``Dense(2)`` head of mean
-and log-scale. The recipe also runs as 5
-independent chains of a fifth of the epochs each, from fresh weights,
-combined by `BayesianEnsemble.combine` (the Keras guide). The third
-sampler row is the README's quick start (the Keras guide's "A step for
-the stiff directions"), as 5
-chains of a fifth: each trains with Adam (3e-3) on 80% of the training
-data, for at most four fifths of its epochs, early-stopped on the other
-20% (`keras.callbacks.EarlyStopping`, patience 5, best weights restored),
+`StepSizeCalibration` over the first 5 epochs (10 for regression, while
+the noise scale settles), the default prior, and `SampleCollector`
+keeping every epoch's weights after a burn-in of a third of the run.
+Regression ends the model in `NoiseScale` (started at the targets'
+spread), restores the targets' units with an inverted
+`keras.layers.Normalization`, puts the ReLU prior ``N(0, 2/fan_in)`` on
+the weights and compiles with `GaussianNLL`, as the Keras guide says;
+the heteroscedastic case has a ``Dense(2)`` head of mean and log-scale.
+The recipe also runs as 5 independent chains of a fifth of the epochs
+each, from fresh weights, combined by `BayesianEnsemble.combine` (the
+Keras guide). The third sampler row is the README's quick start (the
+Keras guide's "A step for the stiff directions"), as 5 chains of a
+fifth: each trains with Adam (3e-3) on 80% of the training data, for at
+most four fifths of its epochs, early-stopped on the other 20%
+(`keras.callbacks.EarlyStopping`, patience 5, best weights restored),
 then samples on all of it with corrected `PSGLD` (no momentum) at the
 step of `CurvatureCalibration` for the rest of its gradients (read after
 the metric's burn-in and the first 2 epochs, which are the collector's
-burn-in). The deep
-ensemble trains the same model with Adam (1e-3), each of its 5 members
-for a fifth of the sampler's epochs, so all three see the same number of
-gradients; its members are combined by the same `BayesianEnsemble` code
-(a mixture of the members' predictive distributions).
+burn-in). The deep ensemble trains the same model with Adam (1e-3), each
+of its 5 members for a fifth of the sampler's epochs, so every row sees
+the same number of gradients; its members are combined by the same
+`BayesianEnsemble` code (a mixture of the members' predictive
+distributions).
 
 Data sets (scikit-learn's, offline; a fixed 70/30 split, standardised
 inputs): diabetes (regression in the targets' own units), breast cancer
@@ -129,15 +128,15 @@ def datasets():
 
 
 def _fit_recipe(data, model_fn, loss_fn, epochs, seed, size=None):
-  """The recipe as one chain (`size`, the chains of the other rows, is unused)."""
+  """The single-chain recipe (`size`, the other rows' chains, unused)."""
   del size
   x, y, _, _ = data
   regression = isinstance(loss_fn(), tfa.keras.GaussianNLL)
   keras.utils.set_random_seed(seed)
   model = model_fn(len(x), y)
-  # The single-chain classification recipe adds momentum, which lets the weights
-  # the data leave free reach the prior's spread within the burn-in; the
-  # guide's regression recipe is plain pSGLD.
+  # The single-chain classification recipe adds momentum, which lets the
+  # weights the data leave free reach the prior's spread within the burn-in;
+  # the guide's regression recipe is plain pSGLD.
   momentum = {} if regression else {'friction': 0.1}
   model.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=len(x),
                                            **momentum),
@@ -161,9 +160,11 @@ def _fit_warm(data, model_fn, loss_fn, epochs, seed):
   model = model_fn(len(x), y)
   model.compile(keras.optimizers.Adam(3e-3), loss=loss_fn())
   stop = keras.callbacks.EarlyStopping(patience=5, restore_best_weights=True)
+  held_out = 0.2
   warm = model.fit(x, y, epochs=max(4 * epochs // 5, 1), verbose=0,
-                   validation_split=0.2, callbacks=[stop])
-  sampled = max(epochs - int(0.8 * len(warm.history['loss'])), 4)
+                   validation_split=held_out, callbacks=[stop])
+  trained = int((1. - held_out) * len(warm.history['loss']))
+  sampled = max(epochs - trained, 4)
   model.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=len(x)),
                 loss=loss_fn())
   return _sample(model, x, y, sampled, [

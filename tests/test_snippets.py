@@ -41,6 +41,7 @@ def _blocks():
 ELSEWHERE = {'README.md#0', 'README.md#1'}
 BLOCKS = [b for b in _blocks() if b[0] not in ELSEWHERE]
 
+_UNSETTLED = 'SampleCollector: the configurational temperature'
 # Warnings a snippet exists to show: PSIS-LOO's Pareto-k diagnostic reports
 # on the user's model and data (the guide says how to read it), and so does
 # the members' temperature (here of a 10-epoch run, which has not settled).
@@ -49,13 +50,9 @@ EXPECTED = {'docs/guides/diagnostics.md#4': ('Pareto distribution',),
                 'BayesianEnsemble.check_temperature',),
             'docs/guides/keras.md#1': ('BayesianEnsemble.check_temperature',),
             # The warm start leaves the prior's directions at Adam's scale;
-            # the collector's thermometer says so, as the page tells.
-            'docs/getting_started.md#1': (
-                'SampleCollector: the configurational temperature',),
-            # The warm start leaves the prior's directions at Adam's scale;
-            # the collector's thermometer says so, as the guide tells.
-            'docs/guides/keras.md#2': (
-                'SampleCollector: the configurational temperature',),
+            # the collector's thermometer says so, as both pages tell.
+            'docs/getting_started.md#1': (_UNSETTLED,),
+            'docs/guides/keras.md#2': (_UNSETTLED,),
             # TensorFlow's, because this test process used TensorFlow before
             # the snippet created its strategy; a script that follows the
             # guide creates it at startup.
