@@ -209,9 +209,10 @@ def _fit_adam(data, model_fn, loss_fn, epochs, seed, size):
 
 
 ADAM = 'Adam deep ensemble (5)'
+FIVE = 'recipe, 5 chains of a fifth'
 # {row name: (its name in the verdicts, fit)}.
 METHODS = {'recipe (corrected PSGLD)': ('recipe', _fit_recipe),
-           'recipe, 5 chains of a fifth': ('5 chains', _chains(_fit_recipe)),
+           FIVE: ('5 chains', _chains(_fit_recipe)),
            'Adam, early-stopped, + CurvatureCalibration, 5 chains': (
                'warm start', _chains(_fit_warm)),
            ADAM: ('Adam', _fit_adam)}
@@ -221,7 +222,8 @@ def run(sets, quick, seeds):
   """``{dataset: {method: [metrics per seed]}}`` and the ensembles of seed 0, for `datasets()`.
 
   ``quick``: the synthetic set only, 15 epochs, 2 chains or members
-  instead of 5 (a check that every row runs and is written).
+  instead of 5, and not the recipe's 5-chain row, which runs the same
+  code as the others (a check that every fit runs and is written).
   """
   results, first = {}, {}
   size = 2 if quick else 5
@@ -231,6 +233,8 @@ def run(sets, quick, seeds):
         continue
       epochs = 15
     for method, (_, fit) in METHODS.items():
+      if quick and method == FIVE:
+        continue
       for seed in range(seeds):
         t0 = time.time()
         ens, said = fit(data, model_fn, loss_fn, epochs, seed, size)
@@ -333,7 +337,8 @@ def main():
       'weighs the stiff directions that set the predictions most.'
       % (' --quick' if args.quick else ''))
   sine = sets['synthetic 1-D'][0]
-  plot_band({m: first[('synthetic 1-D', m)] for m in METHODS}, sine,
+  plot_band({m: first[('synthetic 1-D', m)] for m in METHODS
+             if ('synthetic 1-D', m) in first}, sine,
             os.path.join(out, 'quality_band.png'))
 
 

@@ -157,18 +157,18 @@ def settings(figure, quick):
   normal = lambda n: np.random.RandomState(0).randn(n)
   schedule = tfa.schedules.PolynomialDecay(0.1, 1., 0.55)
   if figure == 'fig1':
-    chains, steps, h = (100, 2000, 1e-3) if quick else (100, 1000000, 1e-4)
+    chains, steps, h = (100, 1000, 1e-3) if quick else (100, 1000000, 1e-4)
     cases = fig1_cases()
-    return cases[:3] if quick else cases, _p, normal, chains, steps, h
+    return cases[:2] if quick else cases, _p, normal, chains, steps, h
   if figure == 'fig2':
-    chains, steps, h = (100, 2000, 1e-3) if quick else (100, 8000000, 2.5e-6)
+    chains, steps, h = (100, 1000, 1e-3) if quick else (100, 8000000, 2.5e-6)
     return fig2_cases(), _p, normal, chains, steps, h
   if figure == 'fig3':
-    chains, steps = (20, 2000) if quick else (100, 4000000)
+    chains, steps = (20, 1000) if quick else (100, 4000000)
     return fig3_cases(), _p, normal, chains, steps, schedule
   chains, steps, h = (20, 1000, 1e-3) if quick else (200, 800000, 2.5e-4)
   cases = mixture_cases()
-  return (cases[:2] if quick else cases, mixture_density,
+  return (cases[:1] if quick else cases, mixture_density,
           lambda n: mixture_draws(n, 0), chains, steps, h)
 
 
