@@ -24,6 +24,7 @@ import keras
 from sklearn import datasets
 
 import tfp_adaptive as tfa
+from tests.conftest import repeated
 
 COV = np.array([[1., 0.8], [0.8, 1.]], np.float32)
 PREC = np.linalg.inv(COV)
@@ -90,7 +91,8 @@ def test_ensemble_loo_agrees_with_held_out_likelihood():
                 keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                 jit_compile=True)
   collector = tfa.keras.SampleCollector(burnin=600, thinning=15)
-  model.fit(xtr, ytr, batch_size=90, epochs=150, verbose=0,
+  data, steps = repeated(xtr, ytr, batch_size=90)
+  model.fit(data, steps_per_epoch=steps, epochs=150, verbose=0,
             callbacks=[collector])
   ens = collector.ensemble
   loo = az.loo(ens.to_arviz(xtr, ytr, weights=False))
@@ -134,9 +136,9 @@ def _temperatures(optimizer, epochs=150, batch_size=250, burnin=75,
     history = model.fit(data, steps_per_epoch=full_batch_steps,
                         epochs=epochs, verbose=0, callbacks=callbacks)
   else:
-    history = model.fit(x, y, batch_size=batch_size, epochs=epochs,
-                        verbose=0, shuffle=batch_size < len(x),
-                        callbacks=callbacks)
+    data, steps = repeated(x, y, batch_size)
+    history = model.fit(data, steps_per_epoch=steps, epochs=epochs,
+                        verbose=0, callbacks=callbacks)
   assert monitor.temperatures['temperature'] == history.history[
       'temperature']  # Logged to Keras' history as well.
   return {k: np.mean(v[burnin:]) for k, v in monitor.temperatures.items()}
