@@ -10,7 +10,10 @@ some off them, with Γ dropped, corrected, or with the metric frozen after
 burn-in. Reported per run: the largest relative error of the sds (with its
 Monte Carlo standard error) over the quantities a user reads, the
 configurational temperature (`tfa.mcmc.check_temperature`) in its virial
-and its Laplacian form, every warning the run gave, and the time.
+and its Laplacian form, every warning the run gave, and the time. A
+Bayesian linear regression also runs through `model.fit` with the Keras
+optimizers (`benchmarks.panel_fit`), where the live reading and the members' reading
+on the training data are told apart.
 
 The quantities compared: the coordinates (unconstrained for eight
 schools); where the posterior's scale is known, the whitened coordinates
@@ -37,6 +40,7 @@ import tensorflow_probability as tfp
 
 import tfp_adaptive as tfa
 from benchmarks import common
+from benchmarks import panel_fit
 from benchmarks import regimes
 from tfp_adaptive.core import temperature as temperature_lib
 from tfp_adaptive.mcmc import kernel as kernel_lib
@@ -275,7 +279,7 @@ def run_one(fn, init, bijectors, factory, h, steps, thin, quick):
         chunk_size=steps // thin, progress=False)
   seconds = time.time() - t0
   readings = tfa.mcmc.check_temperature(kernel, samples, warn=False)
-  said = sorted({_kind(str(w.message)) for w in caught
+  said = sorted({kind(str(w.message)) for w in caught
                  if issubclass(w.category, UserWarning)})
   return samples, readings, said, seconds
 
@@ -284,11 +288,11 @@ KINDS = ('configurational temperature', 'non-finite', 'drift_ratio', 'lag',
          'peak_factor', 'preconditioner_decay_rate', 'not moved')
 
 
-def _kind(message):
+def kind(message):
   """A short name for a warning: what it is about."""
-  for kind in KINDS:
-    if kind in message:
-      return 'temperature' if kind.endswith('temperature') else kind
+  for name in KINDS:
+    if name in message:
+      return 'temperature' if name.endswith('temperature') else name
   return message[:40]
 
 
@@ -363,7 +367,9 @@ def confusion(rows, key='warned'):
 def main():
   args = common.parser(__doc__.splitlines()[0]).parse_args()
   out = common.out_dir(args.out)
-  rows = sweep(args.quick)
+  kernel_rows = sweep(args.quick)
+  fit_rows = panel_fit.sweep(args.quick)
+  rows = kernel_rows + fit_rows
   table = [[r['target'], r['sampler'], '%g' % r['h'],
             '%+.3g ± %.2g' % (r['err'], r['se']), r['truth'],
             _reading(r['reading']), _reading(r['laplacian']),
@@ -379,13 +385,22 @@ def main():
           'off by more than 100%%, accurate when within 5%% by as much, '
           'unclear between. Temperatures: the virial and the Laplacian form '
           '(`tfa.mcmc.check_temperature`), both warned on. Warnings: the '
-          'names of what `tfa.mcmc.sample` warned about.\n\nConfusion '
-          'matrix (runs):\n\n%s\n\nHad the virial alone been warned on (its '
-          'reading\'s verdict):\n\n%s'
+          'names of what `tfa.mcmc.sample` warned about.\n\n"regression in '
+          'fit": `model.fit` runs of the Keras optimizers on a Bayesian linear '
+          'regression (`benchmarks.panel_fit`), one chain each, the sd error '
+          'over 8 consecutive blocks of its members; "live" is what the '
+          'reading in `fit` said, "members" what the members\' reading on the '
+          'training data said (`SampleCollector(training_data=(x, y))`), '
+          'and the temperatures are the members\'.\n\nConfusion matrix '
+          '(runs):\n\n%s\n\nHad the virial alone been warned on (its '
+          'reading\'s verdict):\n\n%s\n\nThe runs in `fit` by the live '
+          'reading alone (no `training_data`):\n\n%s'
           % (' --quick' if args.quick else '', CHAINS,
              common.markdown_table(['', 'warned', 'silent'], confusion(rows)),
              common.markdown_table(['', 'warned', 'silent'],
-                                   confusion(rows, 'virial_warns'))))
+                                   confusion(rows, 'virial_warns')),
+             common.markdown_table(['', 'warned', 'silent'],
+                                   confusion(fit_rows, 'live_warns'))))
   common.write_table(
       os.path.join(out, 'panel.md'),
       'The panel: runs off their target against the warnings',

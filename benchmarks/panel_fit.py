@@ -1,0 +1,164 @@
+"""The panel's runs through `model.fit`: a Bayesian linear regression with an exact posterior, sampled by the Keras optimizers.
+
+The model is keras.io's smallest regression (`Sequential`, one `Dense`,
+loss ``'mse'``, so the likelihood is ``N(y; ŷ, 1/2)``) with a ``N(0, 1)``
+prior from `tfa.keras.priors.add_gaussian_prior`; its posterior is
+Gaussian with precision ``P = 2XᵀX + I`` over the weights and the bias.
+The data come from a `tf.data` pipeline reshuffled every epoch (batches
+dealt without replacement) or as one full batch. `SampleCollector` keeps
+one member an epoch after a quarter of the epochs; its members are then
+read on the training data (`BayesianEnsemble.check_temperature`, what
+``SampleCollector(training_data=(x, y))`` does at the end of `fit`).
+
+Reported per run, as the kernel rows of `benchmarks.panel` are: the sd
+error of the coordinates and the whitened coordinates against the exact
+posterior over 8 chains (8 seeds; standard error over them), and for the
+first chain, the run a user makes, the members' reading in both forms
+and every warning: what the live reading in `fit` said ("live") and what
+the members' reading said ("members"). The live reading, from the gradients the optimizer already
+has, takes out the step's own heating (the diagnostics guide), so it
+cannot see a step or minibatches that heat the chain; the members'
+reading, with exact gradients, can.
+"""
+
+import time
+import warnings
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import tfp_adaptive as tfa
+
+N = 1000
+EPOCHS = 300
+STEPS_PER_EPOCH = 100
+CHAINS = 8
+# The default prior's log line; Keras' own note on `fit` of a dataset.
+NOT_OURS = ('default prior', '`shuffle=True` was passed')
+
+
+def regression():
+  """``(x, y, precision, mean)``: 3 inputs and a bias, the exact posterior's precision and mean."""
+  rng = np.random.default_rng(0)
+  x = rng.normal(1., 1., size=(N, 3)).astype('float32')
+  y = (x @ np.array([[0.5], [-1.], [0.3]]) + 2. +
+       rng.normal(scale=np.sqrt(0.5), size=(N, 1))).astype('float32')
+  xa = np.concatenate([x, np.ones((N, 1))], 1).astype(np.float64)
+  precision = 2. * xa.T @ xa + np.eye(4)
+  mean = np.linalg.solve(precision, 2. * xa.T @ y.astype(np.float64))[:, 0]
+  return x, y, precision, mean
+
+
+def project(members, precision, mean):
+  """``[members, 1, 8]``: the coordinates and the whitened coordinates (sd 1)."""
+  chol = np.linalg.cholesky(precision)
+  return np.concatenate([members, (members - mean) @ chol], -1)[:, None]
+
+
+def reference(precision):
+  """Exact sds of `project`'s quantities, and zero error."""
+  sds = np.sqrt(np.diag(np.linalg.inv(precision)))
+  return np.concatenate([sds, np.ones(len(sds))]), np.zeros(2 * len(sds))
+
+
+def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS):
+  """``(members [n, 4], said {'live': [...], 'members': [...]}, readings, seconds)`` of one chain.
+
+  An epoch is 100 steps: 5 reshuffled passes in batches of 50, or the
+  full batch 100 times.
+  """
+  x, y, _, _ = regression()
+  keras.utils.set_random_seed(seed)
+  model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+  tfa.keras.priors.add_gaussian_prior(model, data_size=N, scale=1.)
+  steps = STEPS_PER_EPOCH
+  model.compile(optimizer, 'mse', steps_per_execution=steps)
+  data = tf.data.Dataset.from_tensor_slices((x, y))
+  if batch_size < N:
+    data = data.shuffle(N, seed=seed, reshuffle_each_iteration=True)
+  data = data.batch(batch_size).repeat()
+  collector = tfa.keras.SampleCollector(burnin=epochs // 4, unit='epoch')
+  t0 = time.time()
+  with warnings.catch_warnings(record=True) as live:
+    warnings.simplefilter('always')
+    model.fit(data, steps_per_epoch=steps, epochs=epochs, verbose=0,
+              callbacks=[collector])
+  seconds = time.time() - t0
+  # What `SampleCollector(training_data=(x, y))` reads at the end of `fit`.
+  with warnings.catch_warnings(record=True) as read:
+    warnings.simplefilter('always')
+    readings = collector.ensemble.check_temperature(x, y)
+  said = {key: [str(w.message) for w in caught
+                if issubclass(w.category, UserWarning) and
+                not any(s in str(w.message) for s in NOT_OURS)]
+          for key, caught in (('live', live), ('members', read))}
+  members = np.stack([np.concatenate([m.weights[0].ravel(),
+                                      m.weights[1].ravel()])
+                      for m in collector.members])
+  return members, said, readings, seconds
+
+
+def configurations(quick):
+  """``[(label, optimizer(seed), batch size, h)]``."""
+  sgld = lambda h: (lambda seed: tfa.keras.optimizers.SGLD(h, data_size=N,
+                                                           seed=seed))
+  psgld = lambda h: (lambda seed: tfa.keras.optimizers.PSGLD(
+      h, data_size=N, seed=seed, preconditioner_decay_rate=0.99,
+      diagonal_bias=1e-3))
+  table = [('SGLD, full batch', sgld(1e-5), N, 1e-5),
+           ('SGLD, full batch', sgld(1e-4), N, 1e-4),
+           ('SGLD, reshuffled batches of 50', sgld(1e-5), 50, 1e-5),
+           ('SGLD, reshuffled batches of 50', sgld(3e-5), 50, 3e-5),
+           ('SGLD, reshuffled batches of 50', sgld(1e-4), 50, 1e-4),
+           ('PSGLD α=0.99 corrected, reshuffled batches of 50', psgld(1e-5),
+            50, 1e-5),
+           ('PSGLD α=0.99 corrected, reshuffled batches of 50', psgld(1e-4),
+            50, 1e-4)]
+  return table[1:2] + table[4:5] if quick else table
+
+
+def _kinds(messages):
+  from benchmarks import panel  # pylint: disable=g-import-not-at-top
+  return sorted({panel.kind(m) for m in messages})
+
+
+def sweep(quick):
+  """The panel's rows (`benchmarks.panel.sweep`'s keys) for the runs in `fit`.
+
+  ``warned``: what a run with ``SampleCollector(training_data=(x, y))``
+  says (the live reading's warnings and the members'); ``live_warns``:
+  the live reading's alone.
+  """
+  from benchmarks import panel  # pylint: disable=g-import-not-at-top
+  from tfp_adaptive.core import temperature as temperature_lib  # pylint: disable=g-import-not-at-top
+  _, _, precision, mean = regression()
+  ref = reference(precision)
+  rows = []
+  chains = 2 if quick else CHAINS
+  for label, optimizer, batch_size, h in configurations(quick):
+    # Chain 0 is the user's run: its warnings and its members' reading.
+    # The sd error is over all the chains, ± its error over them.
+    runs = [run_one(optimizer(seed), batch_size, seed,
+                    EPOCHS // 10 if quick else EPOCHS)
+            for seed in range(chains)]
+    _, said, readings, seconds = runs[0]
+    n = min(len(r[0]) for r in runs)
+    draws = np.stack([project(r[0][-n:], precision, mean)[:, 0]
+                      for r in runs], 1)
+    err, se = panel.sd_error(draws, ref, project=lambda d: d)
+    reading, laplacian = readings['overall'], readings['laplacian']
+    rows.append(dict(
+        target='regression in fit', sampler=label, h=h, err=err, se=se,
+        truth=panel.classify(err, se), reading=reading, laplacian=laplacian,
+        warned=bool(said['live'] or said['members']),
+        said=['live: ' + k for k in _kinds(said['live'])] +
+        ['members: ' + k for k in _kinds(said['members'])],
+        live_warns=bool(said['live']), seconds=seconds,
+        virial_warns=temperature_lib.final_verdict(reading) not in (
+            'accurate', 'too short')))
+    print('%-24s %-50s h=%-8g sd err %+.3f ± %.3f  T = %.3f  T_L = %.3f  %s'
+          % ('regression in fit', label, h, err, se, reading.temperature,
+             laplacian.temperature, ', '.join(rows[-1]['said']) or 'silent'),
+          flush=True)
+  return rows
