@@ -126,35 +126,6 @@ def test_the_collector_reads_its_members_on_the_training_data_at_the_end():
   assert abs(r.temperature - _predicted(h)[1]) < 3. * r.standard_error, r
 
 
-def _minibatch_run(learning_rate, batch_size, n=1000, epochs=300):
-  """SGLD on a 3-input linear regression with bias, through `fit` on a
-  `tf.data` pipeline reshuffled every epoch (keras.io style): members,
-  the collector, the exact posterior precision and the data."""
-  rng = np.random.default_rng(0)
-  x = rng.normal(1., 1., size=(n, 3)).astype('float32')
-  y = (x @ np.array([[0.5], [-1.], [0.3]]) + 2. +
-       rng.normal(scale=np.sqrt(0.5), size=(n, 1))).astype('float32')
-  xa = np.concatenate([x, np.ones((n, 1))], 1).astype(np.float64)
-  precision = 2. * xa.T @ xa + np.eye(4)  # 'mse' is N(y; ŷ, 1/2); N(0, 1).
-  keras.utils.set_random_seed(0)
-  model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-  tfa.keras.priors.add_gaussian_prior(model, data_size=n, scale=1.)
-  model.compile(tfa.keras.optimizers.SGLD(learning_rate, data_size=n,
-                                          seed=0), 'mse',
-                steps_per_execution=n // batch_size)
-  data = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(
-      n, seed=0).batch(batch_size).repeat()
-  collector = tfa.keras.SampleCollector(burnin=epochs // 4, unit='epoch',
-                                        training_data=(x, y))
-  with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter('always')
-    model.fit(data, steps_per_epoch=n // batch_size, epochs=epochs,
-              verbose=0, callbacks=[collector])
-  w = np.stack([np.concatenate([m.weights[0].ravel(), m.weights[1].ravel()])
-                for m in collector.members])
-  return w, precision, collector, [str(m.message) for m in caught]
-
-
 @pytest.mark.statistical
 def test_members_read_the_heat_of_reshuffled_minibatches():
   """Minibatches dealt without replacement, reshuffled every epoch, heat
@@ -163,17 +134,22 @@ def test_members_read_the_heat_of_reshuffled_minibatches():
   ``P``). The live reading in `fit` subtracts the step's own heating (the
   diagnostics guide) and reads about 1; the members' reading on the
   training data reads the empirical temperature within 10% (plus three
-  standard errors) and warns that the run is hot."""
-  w, precision, collector, said = _minibatch_run(1e-4, 50)
+  standard errors) and warns that the run is hot. The run is one of the
+  panel's in `fit` (`benchmarks.panel_fit`: Dense(1) on 3 inputs with a
+  bias, a `tf.data` pipeline reshuffled every epoch)."""
+  from benchmarks import panel_fit  # pylint: disable=g-import-not-at-top
+  _, _, precision, _ = panel_fit.regression()
+  w, said, readings, _ = panel_fit.run_one(
+      tfa.keras.optimizers.SGLD(1e-4, data_size=panel_fit.N, seed=0), 50)
   d = w - w.mean(0)
   emp = temperature_lib.read(np.einsum('ni,ij,nj->n', d, precision, d),
                              w.shape[1])  # Its error from its own ESS.
-  r = collector.member_readings['overall']
+  r = readings['overall']
   assert emp.temperature > 1.5, emp  # The heat is there to be read.
   assert abs(r.temperature - emp.temperature) < 0.1 * emp.temperature + 3. * (
       np.hypot(r.standard_error, emp.standard_error)), (r, emp)
-  hot = [m for m in said if 'configurational temperature' in m and
-         'Lower `learning_rate`' in m]
+  hot = [m for m in said['members'] if 'configurational temperature' in m
+         and 'Lower `learning_rate`' in m]
   assert hot, said
 
 

@@ -204,13 +204,11 @@ def test_check_temperature_names_bad_arguments():
 
 @pytest.mark.statistical
 def test_the_monitor_reads_a_small_model_within_ten_percent():
-  rng = np.random.default_rng(0)
-  n = 1000
-  x = rng.normal(1., 1., size=(n, 3)).astype('float32')
-  y = (x @ np.array([[0.5], [-1.], [0.3]]) + 2. +
-       rng.normal(scale=np.sqrt(0.5), size=(n, 1))).astype('float32')
-  xa = np.concatenate([x, np.ones((n, 1))], 1).astype(np.float64)
-  precision = 2. * xa.T @ xa + np.eye(4)  # 'mse' is N(y; ŷ, 1/2); N(0, 1).
+  """Dense(1) on 3 inputs with a bias, `fit` on arrays (the panel's
+  regression in `fit`, whose posterior precision is known)."""
+  from benchmarks import panel_fit  # pylint: disable=g-import-not-at-top
+  x, y, precision, _ = panel_fit.regression()
+  n = len(x)
   keras.utils.set_random_seed(0)
   model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
   tfa.keras.priors.add_gaussian_prior(model, data_size=n, scale=1.)
