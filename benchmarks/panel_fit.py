@@ -4,7 +4,7 @@ The model is keras.io's smallest regression (`Sequential`, one `Dense`,
 loss ``'mse'``, so the likelihood is ``N(y; ŷ, 1/2)``) with a ``N(0, 1)``
 prior from `tfa.keras.priors.add_gaussian_prior`; its posterior is
 Gaussian with precision ``P = 2XᵀX + I`` over the weights and the bias.
-The data come from a `tf.data` pipeline reshuffled every epoch (batches
+The data come from a `tf.data` pipeline reshuffled every pass (batches
 dealt without replacement) or as one full batch. `SampleCollector` keeps
 one member an epoch after a quarter of the epochs; its members are then
 read on the training data (`BayesianEnsemble.check_temperature`, what

@@ -130,7 +130,7 @@ def test_the_collector_reads_its_members_on_the_training_data_at_the_end():
 def test_members_read_the_heat_of_reshuffled_minibatches():
   """Minibatches dealt without replacement, reshuffled every epoch, heat
   SGLD at lr 1e-4 and batches of 50 to about 2.4 times the posterior's
-  spread (``tr(P Σ̂)/D`` of the members against the exact precision
+  variance (``tr(P Σ̂)/D`` of the members against the exact precision
   ``P``). The live reading in `fit` subtracts the step's own heating (the
   diagnostics guide) and reads about 1; the members' reading on the
   training data reads the empirical temperature within 10% (plus three
