@@ -39,7 +39,7 @@ BENCHMARKS = [
     ('regimes', [], 'Regimes: where the samplers are biased'),
     ('panel', [], 'The panel: runs off their target against the warnings'),
     ('cyclical', [], 'Cyclical step sizes against a constant step'),
-    ('calibration', [], 'Calibrated ensembles from the documented defaults'),
+    ('calibration', [], 'Priors under the single-chain recipe'),
     ('quality', [], 'Ensemble quality against an Adam deep ensemble'),
     ('ensemble_memory', [], 'Memory of an ensemble on disk'),
     ('chains', [], 'Chain parallelism: K processes'),
