@@ -350,6 +350,43 @@ def sweep(quick):
   return rows
 
 
+def fit_sweep(quick):
+  """`sweep`'s rows for the runs in `fit` (`benchmarks.panel_fit`).
+
+  Each configuration runs as 8 chains (seeds; 2 in `quick`); the sd error
+  is over all of them. Chain 0 is the user's run: its warnings, its
+  members' reading. ``warned``: what a run with
+  ``SampleCollector(training_data=(x, y))`` says (the live reading's
+  warnings and the members'); ``live_warns``: the live reading's alone.
+  """
+  _, _, precision, mean = panel_fit.regression()
+  reference, project = _gaussian(np.linalg.inv(precision), mean)
+  rows = []
+  for label, optimizer, batch_size, h in panel_fit.configurations(quick):
+    runs = [panel_fit.run_one(optimizer(seed), batch_size, seed,
+                              panel_fit.EPOCHS // (10 if quick else 1))
+            for seed in range(2 if quick else 8)]
+    _, said, readings, seconds = runs[0]
+    n = min(len(r[0]) for r in runs)
+    err, se = sd_error(np.stack([r[0][-n:] for r in runs], 1), reference,
+                       project=project)
+    reading, laplacian = readings['overall'], readings['laplacian']
+    rows.append(dict(
+        target='regression in fit', sampler=label, h=h, err=err, se=se,
+        truth=classify(err, se), reading=reading, laplacian=laplacian,
+        warned=bool(said['live'] or said['members']),
+        said=['%s: %s' % (who, k) for who in ('live', 'members')
+              for k in sorted({kind(m) for m in said[who]})],
+        live_warns=bool(said['live']), seconds=seconds,
+        virial_warns=temperature_lib.final_verdict(reading) not in (
+            'accurate', 'too short')))
+    print('%-24s %-50s h=%-8g sd err %+.3f ± %.3f  T = %.3f  T_L = %.3f  %s'
+          % ('regression in fit', label, h, err, se, reading.temperature,
+             laplacian.temperature, ', '.join(rows[-1]['said']) or 'silent'),
+          flush=True)
+  return rows
+
+
 def _reading(r):
   return '—' if r is None else '%.3g ± %.2g' % (r.temperature,
                                                r.standard_error)
@@ -368,7 +405,7 @@ def main():
   args = common.parser(__doc__.splitlines()[0]).parse_args()
   out = common.out_dir(args.out)
   kernel_rows = sweep(args.quick)
-  fit_rows = panel_fit.sweep(args.quick)
+  fit_rows = fit_sweep(args.quick)
   rows = kernel_rows + fit_rows
   table = [[r['target'], r['sampler'], '%g' % r['h'],
             '%+.3g ± %.2g' % (r['err'], r['se']), r['truth'],

@@ -10,12 +10,11 @@ one member an epoch after a quarter of the epochs; its members are then
 read on the training data (`BayesianEnsemble.check_temperature`, what
 ``SampleCollector(training_data=(x, y))`` does at the end of `fit`).
 
-Reported per run, as the kernel rows of `benchmarks.panel` are: the sd
-error of the coordinates and the whitened coordinates against the exact
-posterior over 8 chains (8 seeds; standard error over them), and for the
-first chain, the run a user makes, the members' reading in both forms
-and every warning: what the live reading in `fit` said ("live") and what
-the members' reading said ("members"). The live reading, from the gradients the optimizer already
+`benchmarks.panel` runs each configuration as 8 chains (seeds) and
+reports them as its kernel rows: the sd error against the exact posterior,
+and for the first chain, the run a user makes, the members' reading and
+every warning, the live reading's ("live") apart from the members'
+("members"). The live reading, from the gradients the optimizer already
 has, takes out the step's own heating (the diagnostics guide), so it
 cannot see a step or minibatches that heat the chain; the members'
 reading, with exact gradients, can.
@@ -33,7 +32,6 @@ import tfp_adaptive as tfa
 N = 1000
 EPOCHS = 300
 STEPS_PER_EPOCH = 100
-CHAINS = 8
 # The default prior's log line; Keras' own note on `fit` of a dataset.
 NOT_OURS = ('default prior', '`shuffle=True` was passed')
 
@@ -48,18 +46,6 @@ def regression():
   precision = 2. * xa.T @ xa + np.eye(4)
   mean = np.linalg.solve(precision, 2. * xa.T @ y.astype(np.float64))[:, 0]
   return x, y, precision, mean
-
-
-def project(members, precision, mean):
-  """``[members, 1, 8]``: the coordinates and the whitened coordinates (sd 1)."""
-  chol = np.linalg.cholesky(precision)
-  return np.concatenate([members, (members - mean) @ chol], -1)[:, None]
-
-
-def reference(precision):
-  """Exact sds of `project`'s quantities, and zero error."""
-  sds = np.sqrt(np.diag(np.linalg.inv(precision)))
-  return np.concatenate([sds, np.ones(len(sds))]), np.zeros(2 * len(sds))
 
 
 def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS):
@@ -117,48 +103,3 @@ def configurations(quick):
             50, 1e-4)]
   return table[1:2] + table[4:5] if quick else table
 
-
-def _kinds(messages):
-  from benchmarks import panel  # pylint: disable=g-import-not-at-top
-  return sorted({panel.kind(m) for m in messages})
-
-
-def sweep(quick):
-  """The panel's rows (`benchmarks.panel.sweep`'s keys) for the runs in `fit`.
-
-  ``warned``: what a run with ``SampleCollector(training_data=(x, y))``
-  says (the live reading's warnings and the members'); ``live_warns``:
-  the live reading's alone.
-  """
-  from benchmarks import panel  # pylint: disable=g-import-not-at-top
-  from tfp_adaptive.core import temperature as temperature_lib  # pylint: disable=g-import-not-at-top
-  _, _, precision, mean = regression()
-  ref = reference(precision)
-  rows = []
-  chains = 2 if quick else CHAINS
-  for label, optimizer, batch_size, h in configurations(quick):
-    # Chain 0 is the user's run: its warnings and its members' reading.
-    # The sd error is over all the chains, ± its error over them.
-    runs = [run_one(optimizer(seed), batch_size, seed,
-                    EPOCHS // 10 if quick else EPOCHS)
-            for seed in range(chains)]
-    _, said, readings, seconds = runs[0]
-    n = min(len(r[0]) for r in runs)
-    draws = np.stack([project(r[0][-n:], precision, mean)[:, 0]
-                      for r in runs], 1)
-    err, se = panel.sd_error(draws, ref, project=lambda d: d)
-    reading, laplacian = readings['overall'], readings['laplacian']
-    rows.append(dict(
-        target='regression in fit', sampler=label, h=h, err=err, se=se,
-        truth=panel.classify(err, se), reading=reading, laplacian=laplacian,
-        warned=bool(said['live'] or said['members']),
-        said=['live: ' + k for k in _kinds(said['live'])] +
-        ['members: ' + k for k in _kinds(said['members'])],
-        live_warns=bool(said['live']), seconds=seconds,
-        virial_warns=temperature_lib.final_verdict(reading) not in (
-            'accurate', 'too short')))
-    print('%-24s %-50s h=%-8g sd err %+.3f ± %.3f  T = %.3f  T_L = %.3f  %s'
-          % ('regression in fit', label, h, err, se, reading.temperature,
-             laplacian.temperature, ', '.join(rows[-1]['said']) or 'silent'),
-          flush=True)
-  return rows
