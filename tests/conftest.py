@@ -147,3 +147,15 @@ def repeated(x, y, batch_size, seed=0):
   data = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(
       len(x), seed=seed, reshuffle_each_iteration=True)
   return data.batch(batch_size).repeat(), -(-len(x) // batch_size)
+
+
+def only_unsettled(caught):
+  """Asserts that the only warnings in `caught` are the collector's thermometer saying the chain has not settled.
+
+  What the README's recipe may say: its warm start leaves the weights the
+  data do not pin down at Adam's scale. Deprecation warnings do not count.
+  """
+  said = [str(w.message) for w in caught if not issubclass(
+      w.category, (DeprecationWarning, PendingDeprecationWarning))]
+  assert all(m.startswith('SampleCollector: the configurational temperature')
+             and 'has not settled' in m for m in said), said

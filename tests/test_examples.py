@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import no_warning
+from tests.conftest import only_unsettled
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,7 +32,7 @@ def test_keras_digits_example_runs_and_its_ensemble_is_sound(capsys,
     warnings.simplefilter('always')
     runpy.run_path(os.path.join(ROOT, 'examples', 'keras_digits.py'),
                    run_name='__main__')
-  _only_unsettled(caught)
+  only_unsettled(caught)
   stdout = capsys.readouterr().out
   rows = [l for l in stdout.splitlines() if l.startswith('| ')]
   assert len(rows) == 3 and 'pSGLD ensemble' in rows[1], rows
@@ -41,14 +42,6 @@ def test_keras_digits_example_runs_and_its_ensemble_is_sound(capsys,
                   .split()[0])
   assert largest < 100 and log_lik > -0.5 and accuracy > 0.9, (largest,
                                                                 rows[1])
-
-
-def _only_unsettled(caught):
-  """The only warnings are the collector's thermometer: not settled."""
-  said = [str(w.message) for w in caught if not issubclass(
-      w.category, (DeprecationWarning, PendingDeprecationWarning))]
-  assert all(m.startswith('SampleCollector: the configurational temperature')
-             and 'has not settled' in m for m in said), said
 
 
 def test_mnist_path_offline_with_a_stand_in_for_keras_datasets(monkeypatch):
@@ -151,7 +144,7 @@ def test_readme_keras_quick_start_runs_on_digits(monkeypatch):
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     exec(compile(code, 'README.md', 'exec'), namespace)  # pylint: disable=exec-used
-  _only_unsettled(caught)
+  only_unsettled(caught)
   ensemble = namespace['ensemble']
   result = ensemble.evaluate(x_test, y_test)
   assert result['accuracy'] > 0.9 and result['log_likelihood'] > -0.5, result

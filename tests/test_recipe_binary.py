@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tfp_adaptive as tfa
+from tests.conftest import only_unsettled
 
 
 def _data():
@@ -56,9 +57,7 @@ def test_breast_cancer_with_the_readme_recipe_matches_adam():
     warnings.simplefilter('always')
     model.fit(x, y, epochs=20, verbose=0, callbacks=[
         tfa.keras.CurvatureCalibration((x, y), epochs=2), collector])
-  said = [str(w.message) for w in caught if not issubclass(
-      w.category, (DeprecationWarning, PendingDeprecationWarning))]
-  assert all('has not settled' in m for m in said), said
+  only_unsettled(caught)
   ours = collector.ensemble.predict(xt)
   adam = _model(1)
   adam.compile(keras.optimizers.Adam(1e-3), 'binary_crossentropy')
