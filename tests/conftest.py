@@ -132,7 +132,6 @@ def no_warning(containing=''):
   assert not found, found
 
 
-
 def repeated(x, y, batch_size, seed=0):
   """``(dataset, steps_per_epoch)``: `x, y` reshuffled every epoch, batched, repeated.
 
