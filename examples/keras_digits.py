@@ -72,18 +72,26 @@ def chain(x, y, seed, args):
   return collector.ensemble
 
 
+def _positive(text):
+  """An argparse type: a whole number of at least 1."""
+  value = int(text)
+  if value < 1:
+    raise argparse.ArgumentTypeError('must be at least 1, got %d' % value)
+  return value
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--dataset', choices=['digits', 'mnist'],
                       default='digits')
-  parser.add_argument('--chains', type=int, default=5,
+  parser.add_argument('--chains', type=_positive, default=5,
                       help='chains pooled, and members of the Adam ensemble')
-  parser.add_argument('--warm-epochs', type=int, default=48,
+  parser.add_argument('--warm-epochs', type=_positive, default=48,
                       help='most epochs of Adam before sampling')
-  parser.add_argument('--epochs', type=int, default=20,
+  parser.add_argument('--epochs', type=_positive, default=20,
                       help='epochs of sampling a chain')
-  parser.add_argument('--hidden', type=int, default=100)
-  parser.add_argument('--batch-size', type=int, default=32)
+  parser.add_argument('--hidden', type=_positive, default=100)
+  parser.add_argument('--batch-size', type=_positive, default=32)
   parser.add_argument('--jit-compile', action='store_true',
                       help='compile the steps with XLA')
   parser.add_argument('--verbose', type=int, default=0)

@@ -44,6 +44,19 @@ def test_keras_digits_example_runs_and_its_ensemble_is_sound(capsys,
                                                                 rows[1])
 
 
+@pytest.mark.parametrize('flag', ['--chains', '--warm-epochs', '--epochs',
+                                  '--hidden', '--batch-size'])
+def test_keras_digits_example_refuses_counts_below_one(flag, capsys,
+                                                       monkeypatch):
+  """A count of 0 stops the example at its command line, naming the flag."""
+  monkeypatch.syspath_prepend(ROOT)
+  monkeypatch.setattr(sys, 'argv', ['examples/keras_digits.py', flag, '0'])
+  with pytest.raises(SystemExit):
+    runpy.run_path(os.path.join(ROOT, 'examples', 'keras_digits.py'),
+                   run_name='__main__')
+  assert 'argument %s: must be at least 1' % flag in capsys.readouterr().err
+
+
 def test_mnist_path_offline_with_a_stand_in_for_keras_datasets(monkeypatch):
   """`--dataset mnist` without the network: keras.datasets is replaced by
   MNIST-shaped random images, and one Yu-protocol run goes end to end on the
