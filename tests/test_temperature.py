@@ -268,3 +268,26 @@ def test_laplacian_form_counts_the_kink_of_a_laplace_prior():
                     num_steps_between_results=4, seed=(1, 2), progress=False)
   assert not [w for w in caught if 'temperature' in str(w.message)], [
       str(w.message) for w in caught]
+
+
+def test_sample_reads_more_draws_as_the_run_allows(monkeypatch):
+  """`tfa.mcmc.sample` reads 256 draws, or on a long run as many as keep
+  the reading within a tenth of the run's gradients (four a draw; a pass
+  over the data each for a minibatch target, which is read exact)."""
+  from benchmarks import panel  # pylint: disable=g-import-not-at-top
+  from tfp_adaptive.mcmc import temperature as mcmc_temperature  # pylint: disable=g-import-not-at-top
+  asked, original = [], mcmc_temperature.check_temperature
+
+  def spy(kernel, samples, **kwargs):
+    asked.append(kwargs['max_draws'])
+    return original(kernel, samples, **kwargs)
+  monkeypatch.setattr(mcmc_temperature, 'check_temperature', spy)
+  init = tf.zeros([8, 2])
+  minibatch_fn, _, minibatch_init = panel._regression(20)[:3]  # pylint: disable=protected-access
+  for fn, start, thin in ((_gaussian, init, 0), (_gaussian, init, 19),
+                          (minibatch_fn, minibatch_init, 19)):
+    tfa.mcmc.sample(tfa.mcmc.SGLD(fn, 0.01 if fn is _gaussian else 1e-5),
+                    start, 1000, num_steps_between_results=thin,
+                    seed=(1, 2), progress=False)
+  # 1000 steps: 256. 20000: 500. 20000 with 10 batches a pass: 256.
+  assert asked == [256, 500, 256]

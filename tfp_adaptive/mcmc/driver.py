@@ -10,6 +10,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_adaptive import _compat
+from tfp_adaptive import minibatch
 from tfp_adaptive import validation
 from tfp_adaptive.core import regime as regime_lib
 from tfp_adaptive.mcmc import kernel as kernel_lib
@@ -221,8 +222,9 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
     stuck_steps: int >= 1; warn when a chain's last this many steps were all
       rejected (``kernel_results.num_unmoved``).
     check_temperature: read the samples' configurational temperature at the
-      end (four gradients per chain for each
-      of at most 256 draws) and warn when it is off.
+      end and warn when it is off. The reading costs four gradients per
+      chain for each draw it reads: 256 draws, or on a long run as many as
+      keep it within a tenth of the run's gradients.
 
   Returns:
     ``(samples, trace, final_kernel_results)`` (trace is `None` without
@@ -277,8 +279,29 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
   traces = tf.nest.map_structure(concat, *traces) if trace_fn else None
   if check_temperature and track is not None:
     seed, temperature_seed = tfp.random.split_seed(seed)
-    temperature_lib.check_temperature(kernel, samples, seed=temperature_seed)
+    temperature_lib.check_temperature(kernel, samples, seed=temperature_seed,
+                                      max_draws=_reading_draws(kernel, total))
   return samples, traces, results
+
+
+_READING_SHARE = 0.1
+
+
+def _reading_draws(kernel, total_steps):
+  """How many draws `sample` reads the temperature from after `total_steps` steps.
+
+  At least 256; more on a long run, as long as the reading's gradients stay
+  within `_READING_SHARE` of the run's. A reading's standard error falls
+  with the number of effective draws it reads, and a noisy gradient adds
+  to each draw's variance what only more draws average out. A draw costs
+  a virial, a second difference and a second noise draw (four gradients),
+  each a pass over the data for a `MinibatchLogProb`, which is read exact.
+  """
+  fn = getattr(kernel_lib.sampler_in(kernel), 'target_log_prob_fn', None)
+  per_draw = 4.
+  if isinstance(fn, minibatch.MinibatchLogProb):
+    per_draw = 3. * fn.num_examples / fn.batch_size
+  return max(256, int(_READING_SHARE * total_steps / per_draw))
 
 
 def _sample_runner(kernel, trace_fn, num_steps_between_results, jit_compile):
