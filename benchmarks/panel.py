@@ -329,10 +329,12 @@ def sd_error(samples, reference, bijectors=None, project=None):
   if not np.all(np.isfinite(rel)):  # A chain that left the target.
     return np.inf, 0.
   se = np.hypot(se / ref, (1. + rel) * ref_se / ref)
-  # The quantity furthest outside the tolerance; one off by more than 100%
-  # first, whatever its error (a chain that blew up has a huge one).
-  k = int(np.argmax(np.where(np.abs(rel) > 1., np.inf,
-                             np.abs(rel) - 2. * se)))
+  # The quantity furthest outside the tolerance; the one furthest off
+  # first when some are off by more than 100%, whatever their errors (a
+  # chain that blew up gives a huge one).
+  off = np.abs(rel) > 1.
+  k = int(np.argmax(np.where(off, np.abs(rel), -np.inf) if off.any() else
+                    np.abs(rel) - 2. * se))
   return float(rel[k]), float(se[k])
 
 
