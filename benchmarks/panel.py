@@ -264,9 +264,9 @@ def runs(quick):
            2e-3, 60000, 30)]),
       ('eight schools', _eight_schools, [
           ('PSGLD α=0.5 bias=0.001 corrected',
-           _psgld(0.5, 1e-3, 'corrected'), 1e-3, 120000, 60),
+           _psgld(0.5, 1e-3, 'corrected'), 1e-3, 240000, 120),
           ('PSGLD α=0.5 bias=0.001 frozen',
-           _psgld(0.5, 1e-3, 'none', True), 1e-3, 120000, 60),
+           _psgld(0.5, 1e-3, 'none', True), 1e-3, 240000, 120),
           ('Monge α=0.9 corrected', _monge(0.9, 'corrected'), 0.05, 20000,
            10),
           ('SGLD', SGLD, 0.05, 20000, 10)]),

@@ -79,6 +79,20 @@ def test_a_transient_is_reported_as_not_settled_without_advice_on_the_step():
   assert 'Lower `step_size`' not in messages[0]
 
 
+@pytest.mark.parametrize('first,second,judged', [
+    (0.98, 1.02, 'accurate'), (0.9, 1.1, 'unsettled')])
+def test_a_drift_within_the_tolerance_is_judged_one_beyond_it_is_not(
+    first, second, judged):
+  """Halves 14 and 70 standard errors apart: a drift of 0.04 (within the
+  0.1 tolerance) moves no verdict and is judged; one of 0.2 is not."""
+  rng = np.random.default_rng(0)
+  draws = np.concatenate([first + 0.5 * rng.standard_normal((1000, 64)),
+                          second + 0.5 * rng.standard_normal((1000, 64))])
+  reading = temperature_lib.read(draws, 1)
+  assert abs(reading.drift_z) > 10 * temperature_lib.STATIONARITY_Z / 3.
+  assert temperature_lib.verdict(reading) == judged
+
+
 STIFF = np.array([100.] + [1.] * 9)
 
 

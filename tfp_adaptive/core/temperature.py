@@ -32,7 +32,7 @@ counted, `effective_size`; chains pooled, or averaged first when their
 gradients share a minibatch), and
 the stationarity test: the means of the first and the second half of the
 series differ by at most `STATIONARITY_Z` combined standard errors (a
-Geweke-type test). `verdict` judges a reading only once it is stationary,
+Geweke-type test), or by at most the tolerance. `verdict` judges a reading only once it is stationary,
 so no advice is given during a transient: a reading is *biased* when its
 ``±INTERVAL_Z·se`` interval lies wholly outside ``τ(1 ± TOLERANCE)``.
 `TOLERANCE` = 0.1 is the temperature error of sds 5% off.
@@ -158,7 +158,10 @@ def verdict(reading, temperature=1., tolerance=TOLERANCE):
 
   ``'too short'``: fewer than `MIN_EFFECTIVE_SIZE` effective draws.
   ``'unsettled'``: the two halves differ by more than `STATIONARITY_Z`
-  combined standard errors (no advice on a chain that is still moving).
+  combined standard errors and by more than the tolerance (no advice on a
+  chain that is still moving; a drift within the tolerance moves no
+  verdict, and a long run's many draws make even a slight one
+  significant).
   ``'hot'``/``'cold'``: the ``±INTERVAL_Z·se`` interval lies wholly above
   or below ``τ(1 ± tolerance)``.
   """
@@ -166,7 +169,8 @@ def verdict(reading, temperature=1., tolerance=TOLERANCE):
     return 'hot'
   if reading.effective_size < MIN_EFFECTIVE_SIZE:
     return 'too short'
-  if abs(reading.drift_z) > STATIONARITY_Z:
+  if (abs(reading.drift_z) > STATIONARITY_Z and
+      abs(reading.second_half - reading.first_half) > tolerance * temperature):
     return 'unsettled'
   if not _outside(reading, temperature, tolerance):
     return 'accurate'
