@@ -65,12 +65,6 @@ _LONGEST = (
     'test_regimes.py::test_cusp_is_flagged',
     'test_temperature.py::test_the_monitor_reads_a_small_model',
     'test_keras_posterior.py::test_linear_regression_posterior',
-    'test_snippets.py::test_snippet_runs_without_warnings[docs/guides/kernels',
-    'test_ensemble_temperature.py::test_members_read_the_heat_of_reshuffled',
-    'test_recipe_binary.py::test_breast_cancer',
-    'test_posteriors.py::test_bayesian_linear_regression_exact_posterior',
-    'test_kernels.py::test_jit_compile_matches_graph[shampoo]',
-    'test_funnel_neck.py::test_a_funnel_too_wide',
 )
 
 
