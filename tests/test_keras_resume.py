@@ -34,7 +34,7 @@ from tests.keras_resume_run import FIXED
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-KILLS = int(os.environ.get('TFPA_KILLS', '10'))
+KILLS = int(os.environ.get('TFPA_KILLS', '8'))
 
 
 def _epochs(kills):
