@@ -10,8 +10,8 @@ uninterrupted run (CPU, ``shuffle=False``), with the seeds fixed and with
 no seed at all (the resumed runs take the one the run recorded). A second
 soak has a reader loading the directory throughout: every load returns
 the members of one committed manifest. `TFPA_KILLS` sets the number of
-kills (default 10, a third of them and at least 6 for the second soak:
-16 kills in CI; the slow runs use hundreds).
+kills (default 8, a third of them and at least 6 for the second soak:
+14 kills in CI; the slow runs use hundreds).
 """
 
 import os
