@@ -32,8 +32,9 @@ counted, `effective_size`; chains pooled, or averaged first when their
 gradients share a minibatch), and
 the stationarity test: the means of the first and the second half of the
 series differ by at most `STATIONARITY_Z` combined standard errors (a
-Geweke-type test), or by at most the tolerance. `verdict` judges a reading only once it is stationary,
-so no advice is given during a transient: a reading is *biased* when its
+Geweke-type test), or by at most the tolerance. `verdict` judges a reading
+only once it is stationary, so no advice is given during a transient: a
+reading is *biased* when its
 ``±INTERVAL_Z·se`` interval lies wholly outside ``τ(1 ± TOLERANCE)``.
 `TOLERANCE` = 0.1 is the temperature error of sds 5% off.
 

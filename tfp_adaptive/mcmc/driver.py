@@ -290,7 +290,7 @@ _READING_SHARE = 0.1
 def _reading_draws(kernel, total_steps):
   """How many draws `sample` reads the temperature from after `total_steps` steps.
 
-  At least 256; more on a long run, as long as the reading's gradients stay
+  At least `check_temperature`'s default; more on a long run, as long as the reading's gradients stay
   within `_READING_SHARE` of the run's. A reading's standard error falls
   with the number of effective draws it reads, and a noisy gradient adds
   to each draw's variance what only more draws average out. A draw costs
@@ -301,7 +301,8 @@ def _reading_draws(kernel, total_steps):
   per_draw = 4.
   if isinstance(fn, minibatch.MinibatchLogProb):
     per_draw = 3. * fn.num_examples / fn.batch_size
-  return max(256, int(_READING_SHARE * total_steps / per_draw))
+  return max(temperature_lib.MAX_DRAWS,
+             int(_READING_SHARE * total_steps / per_draw))
 
 
 def _sample_runner(kernel, trace_fn, num_steps_between_results, jit_compile):

@@ -24,9 +24,11 @@ from tfp_adaptive.mcmc import kernel as kernel_lib
 
 __all__ = ['check_temperature']
 
+MAX_DRAWS = 256  # `check_temperature`'s default; `sample` reads more on long runs.
 
-def check_temperature(kernel, samples, warn=True, max_draws=256, seed=None,
-                      tolerance=temperature_lib.TOLERANCE):
+
+def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
+                      seed=None, tolerance=temperature_lib.TOLERANCE):
   """The configurational temperature of each state part, with a warning when it is off.
 
   ``T = ⟨(θ − θ̄)·∇U(θ)⟩ / D`` over the draws, centred on the mean of all
