@@ -256,7 +256,9 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
   try:
     while done < num_results:
       n = min(chunk_size, num_results - done)
-      burn = num_burnin_steps if done == 0 else 0
+      # The burn-in is a loop count, not a shape: as a tensor, the first
+      # chunk and the next ones of the same length share one compiled run.
+      burn = tf.constant(num_burnin_steps if done == 0 else 0, tf.int32)
       seed, chunk_seed = tfp.random.split_seed(seed)
       out = run(state, results, n, burn, chunk_seed)
       chunk, (tr, norms), results = (out.all_states, out.trace,
