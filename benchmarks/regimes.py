@@ -120,7 +120,7 @@ def _linear_regression():
 
 def configurations(quick):
   """(target, sampler label, kernel factory(h), step sizes)."""
-  hs_1d = [0.01, 0.3] if quick else [0.003, 0.01, 0.03, 0.1, 0.3]
+  hs_1d = [0.3] if quick else [0.003, 0.01, 0.03, 0.1, 0.3]
   hs_lr = [4e-6] if quick else [3e-7, 1e-6, 3e-6, 1e-5, 3e-5]
   out = []
   for noise_sd, target in ((0., 'gaussian'), (2., 'gaussian, noisy ĝ')):
@@ -145,8 +145,7 @@ def configurations(quick):
                   tfa.mcmc.PSGLD(fn, h, a, b, gamma='corrected'),
                   hs_lr if bias < 1 else [h * 30 for h in hs_lr]))
   if quick:  # CI: that each kind of run works, at a few configurations.
-    keep = ('SGLD', 'PSGLD α=0.9 bias=0.001', 'PSGLD α=0.9 bias=1',
-            'PSGLD α=0.5 bias=1000')
+    keep = ('SGLD', 'PSGLD α=0.9 bias=0.001', 'PSGLD α=0.5 bias=1000')
     out = [c for c in out if c[1] in keep and c[0] != 'gaussian, noisy ĝ']
   return out
 

@@ -302,6 +302,22 @@ def test_sample_reuses_its_compiled_chunks_across_calls():
   np.testing.assert_array_equal(first.numpy(), again.numpy())
 
 
+def test_sample_burn_in_and_later_chunks_share_one_trace():
+  """The burn-in count is a loop count: chunks of one length trace once."""
+  from tfp_adaptive.mcmc import driver  # pylint: disable=g-import-not-at-top
+  kernel = tfa.mcmc.SGLD(_lp, 0.01)
+  chunked, _, _ = tfa.mcmc.sample(kernel, tf.zeros([4]), 30,
+                                  num_burnin_steps=7, chunk_size=10,
+                                  seed=(2, 5), progress=False)
+  (run,) = driver._RUNNERS[kernel].values()  # pylint: disable=protected-access
+  assert run.experimental_get_tracing_count() == 1
+  whole, _, _ = tfa.mcmc.sample(kernel, tf.zeros([4]), 30,
+                                num_burnin_steps=7, chunk_size=30,
+                                seed=(2, 5), progress=False)
+  assert run.experimental_get_tracing_count() == 2  # A new length.
+  assert chunked.shape == whole.shape == (30, 4)
+
+
 def _regression_target(gamma_batch_size=None):
   rng = np.random.RandomState(5)
   x = tf.constant(rng.randn(200, 3), tf.float64)

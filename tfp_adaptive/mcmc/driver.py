@@ -258,9 +258,9 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
       n = min(chunk_size, num_results - done)
       # The burn-in is a loop count, not a shape: as a tensor, the first
       # chunk and the next ones of the same length share one compiled run.
-      burn = tf.constant(num_burnin_steps if done == 0 else 0, tf.int32)
+      burn = num_burnin_steps if done == 0 else 0
       seed, chunk_seed = tfp.random.split_seed(seed)
-      out = run(state, results, n, burn, chunk_seed)
+      out = run(state, results, n, tf.constant(burn, tf.int32), chunk_seed)
       chunk, (tr, norms), results = (out.all_states, out.trace,
                                      out.final_kernel_results)
       _check_finite(kernel, results, stuck_steps)
