@@ -175,8 +175,15 @@ REG_KERNELS = {
 }
 
 
+# Two-point noise through a metric: full size only; SGLD's runs in CI.
+_REG_FULL_SIZE_ONLY = ('psgld_rademacher',)
+
+
 @pytest.mark.statistical
-@pytest.mark.parametrize('name', sorted(REG_KERNELS))
+@pytest.mark.parametrize('name', [
+    pytest.param(n, marks=(full_size_only(),) if n in _REG_FULL_SIZE_ONLY
+                 else ())
+    for n in sorted(REG_KERNELS)])
 def test_bayesian_linear_regression_exact_posterior(name):
   mn, beta_cov, log_mean, log_var = _exact()
   chains = int(1000 * stat_scale()) // GROUPS * GROUPS
