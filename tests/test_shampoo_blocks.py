@@ -87,3 +87,41 @@ def test_keras_fit_with_blocks_under_xla_and_config_round_trip():
   assert config['block_size'] == 4
   clone = tfa.keras.optimizers.ShampooSGRLD.from_config(config)
   assert clone.get_config() == config
+
+
+def _roots_and_factors(opt):
+  pstate, _ = opt.sampler_state()
+  leaves = lambda field: [getattr(m, field).numpy() for modes in pstate
+                          for m in modes]
+  return leaves('root'), leaves('factor')
+
+
+@pytest.mark.parametrize('jit', [False, True])
+def test_fit_writes_the_cached_roots_at_refresh_steps_only(jit):
+  """Roots change every `update_interval` steps, and a rejected refresh keeps them.
+
+  `fit` writes the roots back only at refresh steps. The step that would
+  refresh them a second time has a NaN target: it is skipped
+  (`num_nonfinite`), and factors and roots stay those of the step before.
+  """
+  import keras  # pylint: disable=g-import-not-at-top
+  import tfp_adaptive as tfa  # pylint: disable=g-import-not-at-top
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(4),
+                            keras.layers.Dense(1)])
+  opt = tfa.keras.optimizers.ShampooSGRLD(
+      1e-3, data_size=16, gamma='none', epsilon=1e-2, update_interval=3,
+      block_size=2, seed=1)
+  model.compile(opt, 'mse', jit_compile=jit)
+  rng = np.random.RandomState(0)
+  x, y = rng.randn(16, 6).astype('float32'), rng.randn(16, 1).astype('float32')
+  bad = np.full_like(y, np.nan)
+  seen = []
+  for step in range(7):  # Refreshes at steps 0, 3 and 6; step 6 is rejected.
+    model.train_on_batch(x, bad if step == 6 else y)
+    seen.append(_roots_and_factors(opt))
+  assert int(opt.num_nonfinite.numpy()) == 1
+  changed = lambda a, b: any(not np.array_equal(u, v) for u, v in zip(a, b))
+  roots_changed = [changed(seen[k][0], seen[k - 1][0]) for k in range(1, 7)]
+  assert roots_changed == [False, False, True, False, False, False]
+  assert not changed(seen[6][1], seen[5][1])  # The rejected step's factors.

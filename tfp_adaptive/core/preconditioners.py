@@ -82,6 +82,20 @@ class Preconditioner(object):
     del grads, step, batch_ndims
     return state
 
+  def refreshes(self, step):
+    """Whether `update` at `step` may change the leaves `cached_leaves` marks."""
+    del step
+    return True
+
+  def cached_leaves(self, state):
+    """`state`'s structure, True at leaves that change only when `refreshes`.
+
+    Such leaves are functions of the others, recomputed at refresh steps
+    and carried unchanged in between (Shampoo's roots). A caller that keeps
+    the state in variables need write them back at refresh steps only.
+    """
+    return tf.nest.map_structure(lambda _: False, state)
+
   def apply(self, state, vectors, batch_ndims, differentiable=False):
     del state, batch_ndims, differentiable
     return list(vectors)

@@ -236,9 +236,21 @@ class Shampoo(preconditioners.Preconditioner):
       return refreshed()
     # Factors are carried through `cond` only by value in `kept`; keep them
     # differentiable by re-attaching the live factors after the branch.
-    out = tf.cond(tf.equal(step % self.update_interval, 0), refreshed, kept)
+    out = tf.cond(self.refreshes(step), refreshed, kept)
     return [[m._replace(factor=f) for m, f in zip(modes, fs)]
             for modes, fs in zip(out, new_state)]
+
+  def refreshes(self, step):
+    return (True if self.update_interval == 1 else
+            tf.equal(step % self.update_interval, 0))
+
+  def cached_leaves(self, state):
+    """The roots (and what Γ keeps with them), unless refreshed every step."""
+    cached = self.update_interval != 1
+    mark = lambda x, flag: tf.nest.map_structure(lambda _: flag, x)
+    return [[ShampooModeState(mark(m.factor, False),
+                              *[mark(x, cached) for x in m[1:]])
+             for m in modes] for modes in state]
 
   # -- application ----------------------------------------------------------
   def _contract(self, x, mat, i, dense, batch_ndims):

@@ -515,10 +515,24 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     for i in index:
       variables[i].assign(tf.where(ok, new_parts[i], parts[i]))
     old_state = tf.nest.flatten((pstate, momentum))
-    for v, leaf, old, is_bool in zip(state_variables, new_state, old_state,
-                                     self._state_is_bool):
-      leaf = tf.where(ok, leaf, old)
-      v.assign(tf.cast(leaf, tf.int32) if is_bool else leaf)
+    cached = tf.nest.flatten((
+        self.preconditioner.cached_leaves(new_pstate),
+        tf.nest.map_structure(lambda _: False, new_momentum)))
+    for v, leaf, old, is_bool, c in zip(state_variables, new_state, old_state,
+                                        self._state_is_bool, cached):
+      if not c:
+        leaf = tf.where(ok, leaf, old)
+        v.assign(tf.cast(leaf, tf.int32) if is_bool else leaf)
+    if any(cached):
+      # Leaves the metric recomputes only at refresh steps (Shampoo's roots)
+      # are written then, if the step is kept: a select at every step
+      # rewrote them unchanged, a large share of a blocked Shampoo step.
+      def write_cached():
+        for v, leaf, c in zip(state_variables, new_state, cached):
+          if c:
+            v.assign(leaf)
+      refresh = self.preconditioner.refreshes(step32)
+      tf.cond(tf.logical_and(refresh, ok), write_cached, lambda: None)
     skipped = tf.cast(tf.logical_not(ok), tf.int64)
     num_nonfinite.assign_add(skipped)
 
