@@ -29,13 +29,13 @@ Properties this module relies on (docs, guide "Diagnostics"):
 `read` turns a series of per-draw virials into a `Reading`: the mean, a
 standard error from the series' effective sample size (autocorrelation
 counted, `effective_size`; chains pooled, or averaged first when their
-gradients share a minibatch), and
-the stationarity test: the means of the first and the second half of the
-series differ by at most `STATIONARITY_Z` combined standard errors (a
-Geweke-type test), or by at most the tolerance. `verdict` judges a reading
-only once it is stationary, so no advice is given during a transient: a
-reading is *biased* when its
-``±INTERVAL_Z·se`` interval lies wholly outside ``τ(1 ± TOLERANCE)``.
+gradients share a minibatch), and the stationarity test: the means of the
+first and the second half of the series differ by at most
+`STATIONARITY_Z` combined standard errors (a Geweke-type test), or by at
+most the tolerance. `verdict` judges a reading only once it is
+stationary, so no advice is given during a transient: a reading is
+*biased* when its ``±INTERVAL_Z·se`` interval lies wholly outside
+``τ(1 ± TOLERANCE)``.
 `TOLERANCE` = 0.1 is the temperature error of sds 5% off.
 
 The same integration by parts, once per coordinate, gives a second

@@ -525,8 +525,9 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         v.assign(tf.cast(leaf, tf.int32) if is_bool else leaf)
     if any(cached):
       # Leaves the metric recomputes only at refresh steps (Shampoo's roots)
-      # are written then, if the step is kept: a select at every step
-      # rewrote them unchanged, a large share of a blocked Shampoo step.
+      # are written then, if the step is kept: selecting and writing them
+      # at every step would copy them unchanged, a sizeable share of a
+      # blocked Shampoo step.
       def write_cached():
         for v, leaf, c in zip(state_variables, new_state, cached):
           if c:

@@ -292,8 +292,9 @@ _READING_SHARE = 0.1
 def _reading_draws(kernel, total_steps):
   """How many draws `sample` reads the temperature from after `total_steps` steps.
 
-  At least `check_temperature`'s default; more on a long run, as long as the reading's gradients stay
-  within `_READING_SHARE` of the run's. A reading's standard error falls
+  At least `check_temperature`'s default; more on a long run, as long as
+  the reading's gradients stay within `_READING_SHARE` of the run's. A
+  reading's standard error falls
   with the number of effective draws it reads, and a noisy gradient adds
   to each draw's variance what only more draws average out. A draw costs
   a virial, a second difference and a second noise draw (four gradients),
