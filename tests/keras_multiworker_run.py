@@ -2,6 +2,9 @@
 
     python -m tests.keras_multiworker_run OUT   # TF_CONFIG set: one worker
 
+The test runs the reference in its own process (`main(out)` without
+TF_CONFIG), which spares a third TensorFlow start.
+
 Trains a small MLP on synthetic data from a `tf.data` pipeline (global
 batch 16), with `SampleCollector` writing to ``OUT/samples``: Γ-free PSGLD
 with its seed left to the library (NumPy is seeded per task, so the
@@ -47,8 +50,8 @@ def train(strategy, task, gamma, directory=None):
   return model, collector
 
 
-def main():
-  out = sys.argv[1]
+def main(out=None):
+  out = sys.argv[1] if out is None else out
   if 'TF_CONFIG' in os.environ:
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     task = json.loads(os.environ['TF_CONFIG'])['task']['index']

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import tfp_adaptive as tfa
+from tests import keras_multiworker_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -57,7 +58,7 @@ def _launch(out, tf_config=None):
 
 
 @pytest.mark.slow
-def test_multi_worker_strategy_matches_single_process(tmp_path):
+def test_multi_worker_strategy_matches_single_process(tmp_path, monkeypatch):
   """Two worker processes (TF_CONFIG on localhost) hold one chain, equal to one process's.
 
   Both workers get the same sample directory; only the chief writes it.
@@ -66,7 +67,13 @@ def test_multi_worker_strategy_matches_single_process(tmp_path):
   procs = [_launch(tmp_path, {'cluster': cluster,
                               'task': {'type': 'worker', 'index': i}})
            for i in range(2)]
-  procs.append(_launch(tmp_path))
+  monkeypatch.delenv('TF_CONFIG', raising=False)
+  try:
+    keras_multiworker_run.main(str(tmp_path))  # The reference, meanwhile.
+  except BaseException:
+    for p in procs:
+      p.kill()
+    raise
   for p in procs:
     try:
       _, err = p.communicate(timeout=600)

@@ -325,13 +325,13 @@ def test_gamma_probability_adds_gamma_over_p_on_a_random_share_of_steps():
   full = _noiseless_steps(1., 1)[0]
   none = _noiseless_steps(1., 1, gamma='none')[0]
   with_gamma = none + (full - none) / 0.25
-  steps = _noiseless_steps(1., 200, probability=0.25)
+  steps = _noiseless_steps(1., 100, probability=0.25)
   hit = np.array([np.allclose(s, with_gamma, rtol=1e-9, atol=1e-15)
                   for s in steps])
   miss = np.array([np.allclose(s, none, rtol=1e-9, atol=1e-15) for s in steps])
   assert np.all(hit ^ miss)
-  # Binomial(200, 0.25): mean 50, sd 6.1.
-  assert abs(hit.sum() - 50) < 4 * 6.1, hit.sum()
+  # Binomial(100, 0.25): mean 25, sd 4.33.
+  assert abs(hit.sum() - 25) < 4 * 4.33, hit.sum()
   assert np.max(np.abs(full - none)) > 0  # Γ matters, so the test can fail.
 
 
