@@ -227,7 +227,7 @@ class Algorithm(object):
                                  gradient_scale)
     xi = noise_lib.draw(parts, noise_seed, self.noise)
     if self.noise_preconditioned and not self.is_hamiltonian:
-      xi = self.preconditioner.apply_sqrt(pstate, xi, batch_ndims)
+      xi = self.preconditioner.apply_sqrt_to_noise(pstate, xi, batch_ndims)
     if noise_scale is not None:
       xi = [tf.cast(noise_scale, x.dtype) * x for x in xi]
     sums = []  # SGNHT: ``‖v'‖²`` and the step's norms, in one pass.

@@ -10,7 +10,8 @@ chains):
   ``V_t = α V_{t-1} + (1 - α) h(ĝ_t)`` (docs, "The mathematics").
 * ``apply(state, vectors, batch_ndims, differentiable=False)``: ``M_t v``.
 * ``apply_sqrt(state, vectors, batch_ndims, differentiable=False)``:
-  ``M_t^{1/2} v``.
+  ``M_t^{1/2} v``; ``apply_sqrt_to_noise(state, noise, batch_ndims)``:
+  the same for the step's noise, equal in law.
 * ``metric_derivative(state, grads, grad_tangents, vectors, step,
   batch_ndims)``: the updated state and ``d/dε M(ĝ + ε ġ) v`` at ε = 0, the
   derivative of the metric along a gradient tangent (Γ, `gamma.py`).
@@ -103,6 +104,14 @@ class Preconditioner(object):
   def apply_sqrt(self, state, vectors, batch_ndims, differentiable=False):
     del state, batch_ndims, differentiable
     return list(vectors)
+
+  def apply_sqrt_to_noise(self, state, noise, batch_ndims):
+    """``M_t^{1/2} ξ`` for noise ξ of i.i.d. entries, equal in law to `apply_sqrt`.
+
+    A metric may use that any fixed permutation of ξ's entries has the
+    same law, to skip moving them (Shampoo's blocks).
+    """
+    return self.apply_sqrt(state, noise, batch_ndims)
 
   def metric_derivative(self, state, grads, grad_tangents, vectors, step,
                         batch_ndims):

@@ -103,17 +103,25 @@ class Shampoo(preconditioners.Preconditioner):
     return [b for _, b in self.block_layout(event_shape)
             if 1 < b <= self.max_dim]
 
-  def _to_blocks(self, x, batch_ndims):
+  def _to_blocks(self, x, batch_ndims, iid=False):
     """``(x', batch_ndims')``: `x` with its blocks along new chain-side axes.
 
     ``x'[..., j_1, ..., j_d, :, ..., :]`` is block ``(j_1, ..., j_d)``; the
     block axes join the chain axes, so every block is its own tensor. `x`
     itself if no axis is split.
+
+    With `iid`, `x` has independent, identically distributed entries (the
+    step's noise ξ), and any fixed arrangement of them into blocks has the
+    same law as the true blocks: they are taken in memory order, a reshape
+    that moves no data, instead of cut out by a transpose.
     """
     layout = self.block_layout(x.shape[batch_ndims:])
     if all(k == 1 for k, _ in layout):
       return x, batch_ndims
     d = len(layout)
+    if iid:
+      shape = [k for k, _ in layout] + [b for _, b in layout]
+      return tensors.reshape_event(x, batch_ndims, shape), batch_ndims + d
     x = tensors.reshape_event(x, batch_ndims, [v for kb in layout for v in kb])
     perm = (list(range(batch_ndims)) +
             [batch_ndims + 2 * i for i in range(d)] +
@@ -226,19 +234,17 @@ class Shampoo(preconditioners.Preconditioner):
       new_state.append(factors)
 
     def refreshed():
-      return [self._mode_states(f, g, nb)
+      return [[tuple(m)[1:] for m in self._mode_states(f, g, nb)]
               for f, (g, nb) in zip(new_state, blocked)]
 
     def kept():
-      return [[m._replace(factor=f) for m, f in zip(modes, fs)]
-              for modes, fs in zip(state, new_state)]
-    if self.update_interval == 1:
-      return refreshed()
-    # Factors are carried through `cond` only by value in `kept`; keep them
-    # differentiable by re-attaching the live factors after the branch.
-    out = tf.cond(self.refreshes(step), refreshed, kept)
-    return [[m._replace(factor=f) for m, f in zip(modes, fs)]
-            for modes, fs in zip(out, new_state)]
+      return [[tuple(m)[1:] for m in modes] for modes in state]
+    # Only the cached leaves go through `cond`: the factors stay outside it,
+    # live (differentiable) and not copied through the branch.
+    cached = (refreshed() if self.update_interval == 1 else
+              tf.cond(self.refreshes(step), refreshed, kept))
+    return [[ShampooModeState(f, *c) for f, c in zip(fs, cs)]
+            for fs, cs in zip(new_state, cached)]
 
   def refreshes(self, step):
     return (True if self.update_interval == 1 else
@@ -293,10 +299,11 @@ class Shampoo(preconditioners.Preconditioner):
     inner = tf.matmul(tf.matmul(u, delta, transpose_a=True), u)
     return tf.matmul(tf.matmul(u, divdiff * inner), u, transpose_b=True)
 
-  def _apply(self, state, vectors, batch_ndims, field, differentiable=False):
+  def _apply(self, state, vectors, batch_ndims, field, differentiable=False,
+             iid=False):
     out = []
     for modes, v in zip(state, vectors):
-      x, nb = self._to_blocks(v, batch_ndims)
+      x, nb = self._to_blocks(v, batch_ndims, iid)
       power = self._power(x, nb)
       for i, (m, (_, dense)) in enumerate(zip(modes, self._modes(x, nb))):
         mat = getattr(m, field)
@@ -313,3 +320,12 @@ class Shampoo(preconditioners.Preconditioner):
   def apply_sqrt(self, state, vectors, batch_ndims, differentiable=False):
     return self._apply(state, vectors, batch_ndims, 'sqrt_root',
                        differentiable)
+
+  def apply_sqrt_to_noise(self, state, noise, batch_ndims):
+    """``M^{1/2} ξ`` in law: blocks of the noise taken in memory order.
+
+    Under XLA, a transpose into blocks fuses with the draw of ξ into one
+    strided loop that runs at a fraction of the draw's own speed; the
+    reshape of `_to_blocks` with ``iid=True`` leaves the draw as it is.
+    """
+    return self._apply(state, noise, batch_ndims, 'sqrt_root', iid=True)
