@@ -239,8 +239,8 @@ class Shampoo(preconditioners.Preconditioner):
 
     def kept():
       return [[tuple(m)[1:] for m in modes] for modes in state]
-    # Only the cached leaves go through `cond`: the factors stay outside it,
-    # live (differentiable) and not copied through the branch.
+    # Only the cached leaves go through `cond`; the factors stay outside it,
+    # live (differentiable).
     cached = (refreshed() if self.update_interval == 1 else
               tf.cond(self.refreshes(step), refreshed, kept))
     return [[ShampooModeState(f, *c) for f, c in zip(fs, cs)]
