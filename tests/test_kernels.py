@@ -72,17 +72,25 @@ def test_list_state_and_determinism(name):
 @pytest.mark.parametrize('name', NAMES)
 def test_jit_compile_matches_graph(name):
   """XLA and graph agree on the drift (noise differs: TF's XLA normal kernel
-  maps a seed to other numbers), and XLA is deterministic under a seed."""
-  kernel = KERNELS[name](_lp_parts, temperature=1e-30)
+  maps a seed to other numbers), and XLA is deterministic under a seed.
+
+  The temperature is a `tf.Variable`, as a tempering schedule would pass
+  it: the compiled chain reads it at run time, so the cold run (drift
+  alone) and the hot one share one XLA compile.
+  """
+  temperature = tf.Variable(1e-30, dtype=tf.float64)
+  kernel = KERNELS[name](_lp_parts, temperature=temperature)
   state = [tf.ones([3, 4, 2], tf.float64), tf.zeros([3, 2], tf.float64)]
   g = _run(kernel, state, jit=False)
   x = _run(kernel, state, jit=True)
   for a, b in zip(g, x):
     np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-8)
   assert not np.allclose(g[0].numpy()[-1], g[0].numpy()[0])  # it moved
-  hot = KERNELS[name](_lp_parts)
-  for a, b in zip(_run(hot, state, jit=True), _run(hot, state, jit=True)):
+  temperature.assign(1.)
+  hot = _run(kernel, state, jit=True)
+  for a, b in zip(hot, _run(kernel, state, jit=True)):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
+  assert np.max(np.abs(hot[0].numpy() - x[0].numpy())) > 1e-3  # Read hot.
 
 
 @pytest.mark.parametrize('name', NAMES)
