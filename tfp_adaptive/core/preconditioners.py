@@ -83,10 +83,18 @@ class Preconditioner(object):
     del grads, step, batch_ndims
     return state
 
+  # Steps between refreshes of what a metric recomputes only now and then
+  # (Wenzel's scales, Shampoo's roots); 1 for metrics without such state.
+  update_interval = 1
+
   def refreshes(self, step):
-    """Whether `update` at `step` may change the leaves `cached_leaves` marks."""
-    del step
-    return True
+    """Whether `update` at `step` refreshes: every `update_interval` steps.
+
+    `True` (a Python bool) when ``update_interval == 1``. The leaves
+    `cached_leaves` marks change only at these steps.
+    """
+    return (True if self.update_interval == 1 else
+            tf.equal(step % self.update_interval, 0))
 
   def cached_leaves(self, state):
     """`state`'s structure, True at leaves that change only when `refreshes`.
@@ -324,7 +332,7 @@ class Wenzel(Preconditioner):
   def update(self, state, grads, step, batch_ndims):
     decay = tf.cast(self.decay, grads[0].dtype)
     moments = ema(decay, state.second_moment, [tf.square(g) for g in grads])
-    refresh = tf.equal(step % self.update_interval, 0)
+    refresh = self.refreshes(step)
     fresh = self._fresh_scales(tf.nest.map_structure(tf.stop_gradient, moments),
                                batch_ndims)
     return WenzelState(moments, [tf.where(refresh, f, s)

@@ -246,10 +246,6 @@ class Shampoo(preconditioners.Preconditioner):
     return [[ShampooModeState(f, *c) for f, c in zip(fs, cs)]
             for fs, cs in zip(new_state, cached)]
 
-  def refreshes(self, step):
-    return (True if self.update_interval == 1 else
-            tf.equal(step % self.update_interval, 0))
-
   def cached_leaves(self, state):
     """The roots (and what Γ keeps with them), unless refreshed every step."""
     cached = self.update_interval != 1
