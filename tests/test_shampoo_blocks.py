@@ -161,3 +161,25 @@ def test_fit_writes_the_cached_roots_at_refresh_steps_only(jit):
   roots_changed = [changed(seen[k][0], seen[k - 1][0]) for k in range(1, 7)]
   assert roots_changed == [False, False, True, False, False, False]
   assert not changed(seen[6][1], seen[5][1])  # The rejected step's factors.
+
+
+def test_a_chain_with_non_finite_statistics_keeps_its_roots_at_a_refresh():
+  """At a refresh step, each chain's roots are those of its new factors,
+  except for a chain whose factors are not finite (its step is rejected):
+  it keeps its roots, so a caller may write the roots back whatever the
+  step's fate (as `fit` does)."""
+  from tfp_adaptive.core import shampoo  # pylint: disable=g-import-not-at-top
+  pre = shampoo.Shampoo(0.9, 1e-3, update_interval=2, block_size=2)
+  rng = np.random.default_rng(0)
+  params = [tf.constant(rng.normal(size=(2, 4, 3)), tf.float32)]
+  state = pre.init(params, 1)
+  state = pre.update(state, [params[0] * 0.5], tf.constant(0), 1)
+  grads = rng.normal(size=(2, 4, 3))
+  grads[1, 0, 0] = np.nan
+  new = pre.update(state, [tf.constant(grads, tf.float32)], tf.constant(2), 1)
+  blocked, nb = pre._to_blocks(params[0], 1)  # pylint: disable=protected-access
+  expected = pre._mode_states([m.factor for m in new[0]], blocked, nb)  # pylint: disable=protected-access
+  for m_new, m_old, m_exp in zip(new[0], state[0], expected):
+    np.testing.assert_allclose(m_new.root[0], m_exp.root[0], rtol=1e-6)
+    np.testing.assert_array_equal(m_new.root[1], m_old.root[1])
+    assert not np.allclose(m_new.root[0], m_old.root[0])

@@ -100,8 +100,11 @@ class Preconditioner(object):
     """`state`'s structure, True at leaves that change only when `refreshes`.
 
     Such leaves are functions of the others, recomputed at refresh steps
-    and carried unchanged in between (Shampoo's roots). A caller that keeps
-    the state in variables need write them back at refresh steps only.
+    and carried unchanged in between (Shampoo's roots); a chain whose new
+    statistics are not finite keeps them at a refresh step too. A caller
+    that keeps the state in variables may write them back without the
+    select that rejects a non-finite step: between refreshes the write is
+    of the variables' own values, which XLA does in place.
     """
     return tf.nest.map_structure(lambda _: False, state)
 

@@ -233,12 +233,22 @@ class Shampoo(preconditioners.Preconditioner):
            enumerate(layout)])
       new_state.append(factors)
 
-    def refreshed():
-      return [[tuple(m)[1:] for m in self._mode_states(f, g, nb)]
-              for f, (g, nb) in zip(new_state, blocked)]
-
     def kept():
       return [[tuple(m)[1:] for m in modes] for modes in state]
+
+    def refreshed():
+      new = [[tuple(m)[1:] for m in self._mode_states(f, g, nb)]
+             for f, (g, nb) in zip(new_state, blocked)]
+      if self.update_interval == 1:
+        return new
+      # A chain whose factors are not finite (its step will be rejected)
+      # keeps its roots: callers may then write the roots back whatever
+      # the step's fate.
+      ok = tensors.finite_state(new_state, batch_ndims)
+      return tf.nest.map_structure(
+          lambda n, o: tf.where(tf.reshape(ok, tf.concat([tf.shape(ok), tf.ones(
+              [n.shape.rank - batch_ndims], tf.int32)], 0)), n, o),
+          new, kept())
     # Only the cached leaves go through `cond`; the factors stay outside it,
     # live (differentiable).
     cached = (refreshed() if self.update_interval == 1 else

@@ -523,17 +523,17 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       if not c:
         leaf = tf.where(ok, leaf, old)
         v.assign(tf.cast(leaf, tf.int32) if is_bool else leaf)
-    if any(cached):
-      # Leaves the metric recomputes only at refresh steps (Shampoo's roots)
-      # are written then, if the step is kept: selecting and writing them
-      # at every step would copy them unchanged, a sizeable share of a
-      # blocked Shampoo step.
-      def write_cached():
-        for v, leaf, c in zip(state_variables, new_state, cached):
-          if c:
-            v.assign(leaf)
-      refresh = self.preconditioner.refreshes(step32)
-      tf.cond(tf.logical_and(refresh, ok), write_cached, lambda: None)
+    # Leaves the metric recomputes only at refresh steps (Shampoo's roots)
+    # are written back unselected: between refreshes they are the
+    # variables' own values, which XLA then updates in place (a select, or
+    # a `tf.cond` around the write, copied them every step, a sizeable
+    # share of a blocked Shampoo step). A refresh from factors that are not
+    # finite keeps the roots (`Preconditioner.update`), so a step rejected
+    # for a non-finite gradient leaves them as they were; one rejected for
+    # non-finite weights alone keeps roots refreshed from its factors.
+    for v, leaf, c in zip(state_variables, new_state, cached):
+      if c:
+        v.assign(leaf)
     skipped = tf.cast(tf.logical_not(ok), tf.int64)
     num_nonfinite.assign_add(skipped)
 
