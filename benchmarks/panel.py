@@ -340,13 +340,7 @@ def kind(message):
 
 
 def sd_error(samples, reference, bijectors=None, project=None):
-  """The relative sd error that decides the run, and its standard error (groups of chains, the reference's included).
-
-  Of the quantities compared: the one furthest off when some are off by
-  more than 100%, else the one furthest outside the tolerance when some
-  are clearly outside it, else the one least clearly inside it, so that
-  `classify` of it is the run's verdict (accurate only when every
-  quantity is).
+  """The relative sd error that decides the run (`deciding`), and its standard error (groups of chains, the reference's included).
 
   `project` maps the samples to the ``[draws, chains, coordinates]`` that
   are compared (the network's logits at test inputs), else `_flat`.
@@ -358,20 +352,25 @@ def sd_error(samples, reference, bijectors=None, project=None):
   if not np.all(np.isfinite(rel)):  # A chain that left the target.
     return np.inf, 0.
   se = np.hypot(se / ref, (1. + rel) * ref_se / ref)
-  # The quantity that decides `classify` for the run as a whole: the one
-  # furthest off when some are off by more than 100%, whatever their
-  # errors (a chain that blew up gives a huge one); else the one furthest
-  # outside the tolerance when some are clearly outside it; else the one
-  # least clearly inside it (a run is accurate only when every quantity
-  # is).
-  off = np.abs(rel) > 1.
-  if off.any():
-    k = int(np.argmax(np.where(off, np.abs(rel), -np.inf)))
-  elif np.max(np.abs(rel) - 2. * se) > TOLERANCE:
-    k = int(np.argmax(np.abs(rel) - 2. * se))
-  else:
-    k = int(np.argmax(np.abs(rel) + 2. * se))
+  k = deciding(rel, se)
   return float(rel[k]), float(se[k])
+
+
+def deciding(rel, se):
+  """The index of the quantity whose `classify` is the run's, from relative errors `rel` and their standard errors `se`.
+
+  The one furthest off when some are off by more than 100%, whatever their
+  errors (a chain that blew up gives a huge one); else the one furthest
+  outside the tolerance when some are clearly outside it; else the one
+  least clearly inside it: a run is accurate only when every quantity is.
+  """
+  rel, se = np.abs(np.asarray(rel)), np.asarray(se)
+  off = rel > 1.
+  if off.any():
+    return int(np.argmax(np.where(off, rel, -np.inf)))
+  if np.max(rel - 2. * se) > TOLERANCE:
+    return int(np.argmax(rel - 2. * se))
+  return int(np.argmax(rel + 2. * se))
 
 
 def classify(err, se):

@@ -1,0 +1,42 @@
+"""How the panel (`benchmarks.panel`) judges a run: every quantity counts, and the empirical temperature of exact Gaussian draws."""
+
+import numpy as np
+import pytest
+
+from benchmarks import panel
+
+
+def _verdict(rel, se):
+  k = panel.deciding(rel, se)
+  return panel.classify(rel[k], se[k])
+
+
+@pytest.mark.parametrize('rel, se, expected', [
+    # One quantity clearly within 5%, another too uncertain to call.
+    ([-0.010, 0.033], [0.013, 0.035], 'unclear'),
+    ([-0.010, 0.020], [0.013, 0.010], 'accurate'),
+    # One clearly outside, however the others look.
+    ([0.001, 0.09, 0.03], [0.001, 0.01, 0.04], 'biased'),
+    # Off by more than 100%, whatever its error.
+    ([0.02, 5., 0.3], [0.01, 100., 0.01], 'biased'),
+])
+def test_a_run_is_accurate_only_when_every_quantity_is(rel, se, expected):
+  assert _verdict(np.array(rel), np.array(se)) == expected
+
+
+def test_the_empirical_temperature_of_exact_draws_is_their_temperature():
+  """Draws of N(μ, τΣ) read τ in both forms, within 4 standard errors, and
+  draws at τ = 1 read 1: so a reading beside them is judged against the
+  truth."""
+  rng = np.random.default_rng(0)
+  a = rng.normal(size=(5, 5))
+  cov = a @ a.T + 0.1 * np.eye(5)
+  mean = rng.normal(size=5)
+  _, _, empirical = panel._gaussian(cov, mean)  # pylint: disable=protected-access
+  chol = np.linalg.cholesky(cov)
+  for tau in (1., 1.5):
+    draws = mean + np.sqrt(tau) * rng.normal(size=(4000, 8, 5)) @ chol.T
+    for reading in empirical(draws):
+      assert abs(reading.temperature - tau) < 4. * reading.standard_error, (
+          tau, reading)
+      assert reading.standard_error < 0.05 * tau
