@@ -244,11 +244,8 @@ class Shampoo(preconditioners.Preconditioner):
       # A chain whose factors are not finite (its step will be rejected)
       # keeps its roots: callers may then write the roots back whatever
       # the step's fate.
-      ok = tensors.finite_state(new_state, batch_ndims)
-      return tf.nest.map_structure(
-          lambda n, o: tf.where(tf.reshape(ok, tf.concat([tf.shape(ok), tf.ones(
-              [n.shape.rank - batch_ndims], tf.int32)], 0)), n, o),
-          new, kept())
+      return tensors.where_chains(tensors.finite_state(new_state, batch_ndims),
+                                  new, kept(), batch_ndims)
     # Only the cached leaves go through `cond`; the factors stay outside it,
     # live (differentiable).
     cached = (refreshed() if self.update_interval == 1 else

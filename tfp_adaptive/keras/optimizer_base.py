@@ -526,11 +526,12 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     # Leaves the metric recomputes only at refresh steps (Shampoo's roots)
     # are written back unselected: between refreshes they are the
     # variables' own values, which XLA then updates in place (a select, or
-    # a `tf.cond` around the write, copied them every step, a sizeable
+    # a `tf.cond` around the write, would copy them every step, a sizeable
     # share of a blocked Shampoo step). A refresh from factors that are not
-    # finite keeps the roots (`Preconditioner.update`), so a step rejected
-    # for a non-finite gradient leaves them as they were; one rejected for
-    # non-finite weights alone keeps roots refreshed from its factors.
+    # finite keeps the roots (`Preconditioner.cached_leaves`), so a step
+    # rejected for a non-finite gradient leaves them as they were; one
+    # rejected for non-finite weights alone keeps roots refreshed from its
+    # factors.
     for v, leaf, c in zip(state_variables, new_state, cached):
       if c:
         v.assign(leaf)
