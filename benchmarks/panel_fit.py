@@ -13,9 +13,10 @@ what ``SampleCollector(training_data=(x, y))`` does at the end of `fit`).
 The members fall at four places in each reshuffled pass of 20 batches
 (steps 0, 5, 10 and 15 of it), as a user's members taken every step
 would fall at all of them. Members taken only at the ends of passes
-would hide most of the heat of reshuffled minibatches: the minibatch
-errors of a pass sum to zero, so the excursion they cause closes at its
-end.
+would show less of the heat of reshuffled minibatches than the chain
+carries: the minibatch errors of a pass sum to zero, so the excursion
+they cause closes at its end (the more so, the more slowly the chain
+relaxes over a pass).
 
 `benchmarks.panel` runs each configuration as 8 chains (seeds) and
 reports them as its kernel rows: the sd error against the exact posterior,
