@@ -180,6 +180,8 @@ def test_collector_logs_the_numbers_and_warns_naming_the_learning_rate():
   assert set(history.history) >= {'drift_ratio', 'gamma_ratio', 'lag'}
   messages = [str(w.message) for w in caught if 'drift_ratio' in str(w.message)]
   assert len(messages) == 1 and '`learning_rate`' in messages[0], messages
+  # `fit` on arrays deals each epoch's batches without replacement.
+  assert 'upper bound' in messages[0] and 'training_data' in messages[0]
 
 
 @pytest.mark.statistical

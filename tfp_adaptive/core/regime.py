@@ -88,7 +88,8 @@ def numbers(means, preconditioner, gradient_scale=1., with_gamma=False):
 
 
 def advice(regime, hyperparameters, step_name, preconditioner=None,
-           stochastic=False, estimates=True, step_estimate=None):
+           stochastic=False, estimates=True, step_estimate=None,
+           without_replacement=False):
   """Messages for each number of `regime` outside its tolerance (worst chain).
 
   Args:
@@ -109,6 +110,12 @@ def advice(regime, hyperparameters, step_name, preconditioner=None,
       `estimates`. `fit`'s thermometer subtracts the step's own heating
       with the reshuffling term, so it cannot see a step that is too
       large, and `fit` keeps this rule.
+    without_replacement: whether the minibatches are dealt without
+      replacement (Keras' reshuffled epochs). Their errors over an epoch
+      sum to zero, so they heat the chain less than the independent
+      minibatches ``drift_ratio`` is derived for, the less the more slowly
+      the chain relaxes over an epoch: its minibatch part is then an upper
+      bound, and the message says how to read the heat itself.
 
   Returns:
     List of strings, empty when the run is in the regime.
@@ -126,6 +133,14 @@ def advice(regime, hyperparameters, step_name, preconditioner=None,
         'in proportion), or use larger minibatches.'
         % (worst['drift_ratio'], TOLERANCES['drift_ratio'], SD_ERROR * 100,
            step_name, factor))
+    if without_replacement:
+      out[-1] += (
+          ' With minibatches dealt without replacement (reshuffled epochs) '
+          'the minibatch part of this bound is an upper bound, and the '
+          'factor can be far too large: have the members read on the '
+          'training data with exact gradients '
+          '(`SampleCollector(training_data=(x, y))`), whose warning gives '
+          'the factor from the heat itself.')
   decay = getattr(preconditioner, 'decay', 0.)
   least = getattr(preconditioner, 'min_decay_stochastic', 0.)
   if (stochastic and 0 < decay < least and

@@ -99,7 +99,9 @@ class RegimeState(object):
     messages = regime_lib.advice(
         regime, optimizer.hyperparameter_names, 'learning_rate',
         optimizer.preconditioner, stochastic, estimates=owner is None,
-        step_estimate=owner is None or not owner.sees_step_heating())
+        step_estimate=owner is None or not owner.sees_step_heating(),
+        without_replacement=stochastic and (
+            owner is None or not owner.sees_step_heating()))
     for message in messages:
       warnings.warn('%s (epoch %d): %s' % (type(optimizer).__name__,
                                            epoch + 1, message))
