@@ -181,7 +181,7 @@ def test_collector_logs_the_numbers_and_warns_naming_the_learning_rate():
   messages = [str(w.message) for w in caught if 'drift_ratio' in str(w.message)]
   assert len(messages) == 1 and '`learning_rate`' in messages[0], messages
   # `fit` on arrays deals each epoch's batches without replacement.
-  assert 'upper bound' in messages[0] and 'training_data' in messages[0]
+  assert 'without replacement' in messages[0] and 'training_data' in messages[0]
 
 
 @pytest.mark.statistical

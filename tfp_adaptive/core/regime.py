@@ -114,8 +114,8 @@ def advice(regime, hyperparameters, step_name, preconditioner=None,
       replacement (Keras' reshuffled epochs). Their errors over an epoch
       sum to zero, so they heat the chain less than the independent
       minibatches ``drift_ratio`` is derived for, the less the more slowly
-      the chain relaxes over an epoch: its minibatch part is then an upper
-      bound, and the message says how to read the heat itself.
+      the chain relaxes over an epoch, and the message says how to read
+      the heat itself.
 
   Returns:
     List of strings, empty when the run is in the regime.
@@ -135,9 +135,10 @@ def advice(regime, hyperparameters, step_name, preconditioner=None,
            step_name, factor))
     if without_replacement:
       out[-1] += (
-          ' With minibatches dealt without replacement (reshuffled epochs) '
-          'the minibatch part of this bound is an upper bound, and the '
-          'factor can be far too large: have the members read on the '
+          ' With minibatches dealt without replacement (reshuffled epochs), '
+          'the minibatch part of drift_ratio is that of independent '
+          'minibatches, which heat the chain more, and the factor can be '
+          'far too large: have the members read on the '
           'training data with exact gradients '
           '(`SampleCollector(training_data=(x, y))`), whose warning gives '
           'the factor from the heat itself.')
