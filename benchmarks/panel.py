@@ -400,7 +400,8 @@ def sweep(quick):
       rows.append(dict(target=target, sampler=label, h=h, err=err, se=se,
                        truth=classify(err, se), reading=reading,
                        laplacian=laplacian, warned=bool(said), said=said,
-                       seconds=seconds, empirical=empirical and empirical(
+                       seconds=seconds,
+                       empirical=None if empirical is None else empirical(
                            samples)))
       rows[-1]['virial_warns'] = temperature_lib.final_verdict(
           reading) not in ('accurate', 'too short')
@@ -521,7 +522,8 @@ def main():
           'reading\'s verdict):\n\n%s\n\nThe runs in `fit` by the live '
           'reading alone (no `training_data`):\n\n%s'
           % (' --quick' if args.quick else '', CHAINS, within[0], len(exact),
-             within[1], common.markdown_table(['', 'warned', 'silent'], confusion(rows)),
+             within[1],
+             common.markdown_table(['', 'warned', 'silent'], confusion(rows)),
              common.markdown_table(['', 'warned', 'silent'],
                                    confusion(rows, 'virial_warns')),
              common.markdown_table(['', 'warned', 'silent'],

@@ -518,11 +518,6 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     cached = tf.nest.flatten((
         self.preconditioner.cached_leaves(new_pstate),
         tf.nest.map_structure(lambda _: False, new_momentum)))
-    for v, leaf, old, is_bool, c in zip(state_variables, new_state, old_state,
-                                        self._state_is_bool, cached):
-      if not c:
-        leaf = tf.where(ok, leaf, old)
-        v.assign(tf.cast(leaf, tf.int32) if is_bool else leaf)
     # Leaves the metric recomputes only at refresh steps (Shampoo's roots)
     # are written back unselected: between refreshes they are the
     # variables' own values, which XLA then updates in place (a select, or
@@ -532,9 +527,11 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     # rejected for a non-finite gradient leaves them as they were; one
     # rejected for non-finite weights alone keeps roots refreshed from its
     # factors.
-    for v, leaf, c in zip(state_variables, new_state, cached):
-      if c:
-        v.assign(leaf)
+    for v, leaf, old, is_bool, c in zip(state_variables, new_state, old_state,
+                                        self._state_is_bool, cached):
+      if not c:
+        leaf = tf.where(ok, leaf, old)
+      v.assign(tf.cast(leaf, tf.int32) if is_bool else leaf)
     skipped = tf.cast(tf.logical_not(ok), tf.int64)
     num_nonfinite.assign_add(skipped)
 

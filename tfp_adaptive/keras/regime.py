@@ -96,12 +96,13 @@ class RegimeState(object):
     # numbers only predict. With reshuffled minibatches it subtracts the
     # step's own heating, and `drift_ratio` stays the judge of the step.
     owner = optimizer.monitor_owner
+    # Keras' epochs deal their batches without replacement unless a
+    # monitor was told otherwise (`batches='independent'`).
+    shuffled = owner is None or not owner.sees_step_heating()
     messages = regime_lib.advice(
         regime, optimizer.hyperparameter_names, 'learning_rate',
         optimizer.preconditioner, stochastic, estimates=owner is None,
-        step_estimate=owner is None or not owner.sees_step_heating(),
-        without_replacement=stochastic and (
-            owner is None or not owner.sees_step_heating()))
+        step_estimate=shuffled, without_replacement=stochastic and shuffled)
     for message in messages:
       warnings.warn('%s (epoch %d): %s' % (type(optimizer).__name__,
                                            epoch + 1, message))
