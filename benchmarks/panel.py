@@ -23,10 +23,11 @@ whitened ``x`` in the neck (`_funnel_quantities`); where there is a model, its
 predictions (the logits at 50 inputs, for the logistic regression and the
 MLP, whose weights have no meaningful marginal sds).
 
-A run is *biased* when its sd error exceeds the documented 5% by more than
-two standard errors, *accurate* when it is within 5% by as much, and
-*unclear* in between (the run is too short to tell). The confusion matrix
-counts them against warned/silent.
+The means are compared too, each shift in the reference's sds. A run is
+*biased* when an sd's relative error or a mean's shift exceeds the
+documented 5% by more than two standard errors, *accurate* when every one
+is within 5% by as much, and *unclear* in between (the run is too short
+to tell). The confusion matrix counts them against warned/silent.
 
     python -m benchmarks.panel [--quick]
 """
@@ -43,6 +44,7 @@ import tfp_adaptive as tfa
 from benchmarks import common
 from benchmarks import panel_fit
 from benchmarks import regimes
+from tfp_adaptive.core import mean_force
 from tfp_adaptive.core import temperature as temperature_lib
 from tfp_adaptive.mcmc import kernel as kernel_lib
 
@@ -50,8 +52,11 @@ TOLERANCE = 0.05
 CHAINS = 64
 
 
-def _exact(sds):
-  return np.asarray(sds, np.float64), np.zeros(len(sds))
+def _exact(sds, means):
+  """The reference of exact sds and `means`: ``(sds, their errors, means, their errors)``."""
+  sds = np.asarray(sds, np.float64)
+  return (sds, np.zeros(len(sds)), np.broadcast_to(
+      np.asarray(means, np.float64), sds.shape), np.zeros(len(sds)))
 
 
 def _coordinates_and(derived):
@@ -65,7 +70,8 @@ def _coordinates_and(derived):
 def _gaussian(cov, mean):
   """``(sds, project, empirical)`` of a Gaussian: its coordinates and its whitened ones, ``(θ − μ)ᵀL`` for ``LLᵀ = Σ⁻¹``, and `empirical_temperature`."""
   chol = np.linalg.cholesky(np.linalg.inv(cov))
-  return (_exact(np.concatenate([np.sqrt(np.diag(cov)), np.ones(len(cov))])),
+  return (_exact(np.concatenate([np.sqrt(np.diag(cov)), np.ones(len(cov))]),
+                 np.concatenate([mean, np.zeros(len(cov))])),
           _coordinates_and(lambda x: (x - mean) @ chol),
           lambda samples: empirical_temperature(samples, chol, mean))
 
@@ -143,7 +149,7 @@ def _funnel():
     v, x = z[..., 0], z[..., 1]
     return -0.5 * v ** 2 / sv ** 2 - 0.5 * v - 0.5 * x ** 2 * tf.exp(-v)
   sds = np.array([sv, np.sqrt(np.exp(sv ** 2 / 2.)), 1., np.sqrt(NECK_MASS)])
-  return (log_prob, _exact(sds), np.zeros([CHAINS, 2], np.float32), None,
+  return (log_prob, _exact(sds, 0.), np.zeros([CHAINS, 2], np.float32), None,
           _funnel_quantities(sv, lambda x: x[..., 1:] * np.exp(
               -x[..., :1] / 2.), 0))
 
@@ -156,7 +162,7 @@ def _yu_funnel():
   pv /= pv.sum()
   sds = np.array([np.sqrt(np.sum(pv * np.log1p(np.exp(v)))), yu_funnel.SIGMA,
                   1., np.sqrt(NECK_MASS)])
-  return (yu_funnel.NoisyGradientFunnel(), _exact(sds),
+  return (yu_funnel.NoisyGradientFunnel(), _exact(sds, 0.),
           np.zeros([CHAINS, 2], np.float32), None,
           _funnel_quantities(yu_funnel.SIGMA, lambda x: x[..., :1] / np.sqrt(
               np.logaddexp(0., x[..., 1:])), 1))
@@ -192,7 +198,7 @@ def _logistic():
   inputs = x[::len(x) // 50][:50].astype(np.float64)
   project = _coordinates_and(lambda w: w @ inputs.T)
   ref = project(_nuts_sds(log_prob, tf.zeros([64, x.shape[1]])).numpy())
-  return (log_prob, _group_sds(ref), np.zeros([CHAINS, x.shape[1]],
+  return (log_prob, _group_moments(ref), np.zeros([CHAINS, x.shape[1]],
                                               np.float32), None, project)
 
 
@@ -200,14 +206,14 @@ def _mlp():
   from benchmarks import bayesian_mlp  # pylint: disable=g-import-not-at-top
   target = bayesian_mlp.Target()
   ref = target.project(target.nuts(32, 1000))
-  return (target.minibatch, _group_sds(ref), target.init(CHAINS, 5), None,
+  return (target.minibatch, _group_moments(ref), target.init(CHAINS, 5), None,
           target.project)
 
 
 def _eight_schools():
   from tests import test_eight_schools as es  # pylint: disable=g-import-not-at-top
   ref = es._nuts(64, 2000)  # pylint: disable=protected-access
-  return (es._log_prob, _group_sds(_flat(ref, es.BIJECTORS)),  # pylint: disable=protected-access
+  return (es._log_prob, _group_moments(_flat(ref, es.BIJECTORS)),  # pylint: disable=protected-access
           es._start(CHAINS), es.BIJECTORS)  # pylint: disable=protected-access
 
 
@@ -221,12 +227,16 @@ def _flat(samples, bijectors=None):
                          for p in parts], -1)
 
 
-def _group_sds(x, groups=8):
-  """The sds of ``[draws, chains, coordinates]`` draws and their standard errors over groups of chains."""
+def _group_moments(x, groups=8):
+  """The sds of ``[draws, chains, coordinates]`` draws, their standard errors over groups of chains, the means and theirs."""
   groups = min(groups, x.shape[1])  # The quick mode's 2 chains in `fit`.
   split = np.array_split(np.arange(x.shape[1]), groups)
-  sds = np.stack([x[:, g].reshape(-1, x.shape[-1]).std(0) for g in split])
-  return sds.mean(0), sds.std(0, ddof=1) / np.sqrt(groups)
+  flat = [x[:, g].reshape(-1, x.shape[-1]) for g in split]
+  out = []
+  for moment in (np.stack([f.std(0) for f in flat]),
+                 np.stack([f.mean(0) for f in flat])):
+    out += [moment.mean(0), moment.std(0, ddof=1) / np.sqrt(groups)]
+  return tuple(out)
 
 
 def _psgld(alpha, bias, gamma, frozen=False):
@@ -327,7 +337,7 @@ def run_one(fn, init, bijectors, factory, h, steps, thin, quick):
   return samples, readings, said, seconds
 
 
-KINDS = ('configurational temperature', 'non-finite', 'drift_ratio', 'lag',
+KINDS = ('configurational temperature', 'mean force', 'non-finite', 'drift_ratio', 'lag',
          'peak_factor', 'preconditioner_decay_rate', 'not moved')
 
 
@@ -339,21 +349,26 @@ def kind(message):
   return message[:40]
 
 
-def sd_error(samples, reference, bijectors=None, project=None):
-  """The relative sd error that decides the run (`deciding`), and its standard error (groups of chains, the reference's included).
+def run_error(samples, reference, bijectors=None, project=None):
+  """The error that decides the run (`deciding`), its standard error (groups of chains, the reference's included) and ``'sd'`` or ``'mean'``.
 
+  The quantities' errors: each sd's relative error and each mean's shift
+  in the reference's sds, judged alike (a mean within 5% of an sd).
   `project` maps the samples to the ``[draws, chains, coordinates]`` that
   are compared (the network's logits at test inputs), else `_flat`.
   """
-  sds, se = _group_sds(project(samples) if project else
-                       _flat(samples, bijectors))
-  ref, ref_se = reference
+  sds, se, means, mean_se = _group_moments(
+      project(samples) if project else _flat(samples, bijectors))
+  ref, ref_se, ref_mean, ref_mean_se = reference
   rel = sds / ref - 1.
-  if not np.all(np.isfinite(rel)):  # A chain that left the target.
-    return np.inf, 0.
-  se = np.hypot(se / ref, (1. + rel) * ref_se / ref)
-  k = deciding(rel, se)
-  return float(rel[k]), float(se[k])
+  shift = (means - ref_mean) / ref
+  errors = np.concatenate([rel, shift])
+  if not np.all(np.isfinite(errors)):  # A chain that left the target.
+    return np.inf, 0., 'sd'
+  se = np.concatenate([np.hypot(se / ref, (1. + rel) * ref_se / ref),
+                       np.hypot(mean_se, ref_mean_se) / ref])
+  k = deciding(errors, se)
+  return float(errors[k]), float(se[k]), 'sd' if k < len(rel) else 'mean'
 
 
 def deciding(rel, se):
@@ -386,18 +401,20 @@ def sweep(quick):
   rows = []
   for target, build, configs in runs(quick):
     built = build()
-    fn, ref_sds, init = built[:3]
+    fn, reference, init = built[:3]
     bijectors = built[3] if len(built) > 3 else None
     project = built[4] if len(built) > 4 else None
     empirical = built[5] if len(built) > 5 else None
     for label, factory, h, steps, thin in configs:
       samples, readings, said, seconds = run_one(
           fn, init, bijectors, factory, h, steps, thin, quick)
-      err, se = sd_error(samples, ref_sds, bijectors, project)
+      err, se, what = run_error(samples, reference, bijectors, project)
       reading, laplacian = readings['overall'], readings.get('laplacian')
       laplacian_says = (None if laplacian is None else
                         temperature_lib.final_verdict(laplacian))
+      shift = _largest_shift(readings['mean_force'])
       rows.append(dict(target=target, sampler=label, h=h, err=err, se=se,
+                       what=what, shift=shift,
                        truth=classify(err, se), reading=reading,
                        laplacian=laplacian, warned=bool(said), said=said,
                        seconds=seconds,
@@ -405,18 +422,18 @@ def sweep(quick):
                            samples)))
       rows[-1]['virial_warns'] = temperature_lib.final_verdict(
           reading) not in ('accurate', 'too short')
-      print('%-24s %-34s h=%-8g sd err %+.3f ± %.3f  T = %.3f ± %.3f  '
-            'T_L = %s (%s)  %s'
-            % (target, label, h, err, se, reading.temperature,
+      print('%-24s %-34s h=%-8g %s err %+.3f ± %.3f  T = %.3f ± %.3f  '
+            'T_L = %s (%s)  F = %s  %s'
+            % (target, label, h, what, err, se, reading.temperature,
                reading.standard_error, _reading(laplacian), laplacian_says,
-               ', '.join(said) or 'silent'), flush=True)
+               _shift(shift), ', '.join(said) or 'silent'), flush=True)
   return rows
 
 
 def fit_sweep(quick):
   """`sweep`'s rows for the runs in `fit` (`benchmarks.panel_fit`).
 
-  Each configuration runs as 8 chains (seeds; 2 in `quick`); the sd error
+  Each configuration runs as 8 chains (seeds; 2 in `quick`); the error
   is over all of them. Chain 0 is the user's run: its warnings, its
   members' reading. ``warned``: what a run with
   ``SampleCollector(training_data=(x, y))`` says (the live reading's
@@ -431,11 +448,12 @@ def fit_sweep(quick):
             for seed in range(2 if quick else 8)]
     _, said, readings, seconds = runs[0]
     n = min(len(r[0]) for r in runs)
-    err, se = sd_error(np.stack([r[0][-n:] for r in runs], 1), reference,
-                       project=project)
+    err, se, what = run_error(np.stack([r[0][-n:] for r in runs], 1),
+                              reference, project=project)
     reading, laplacian = readings['overall'], readings['laplacian']
     rows.append(dict(
         target='regression in fit', sampler=label, h=h, err=err, se=se,
+        what=what, shift=None,
         truth=classify(err, se), reading=reading, laplacian=laplacian,
         empirical=empirical(runs[0][0][:, None]),
         warned=bool(said['live'] or said['members']),
@@ -444,11 +462,24 @@ def fit_sweep(quick):
         live_warns=bool(said['live']), seconds=seconds,
         virial_warns=temperature_lib.final_verdict(reading) not in (
             'accurate', 'too short')))
-    print('%-24s %-50s h=%-8g sd err %+.3f ± %.3f  T = %.3f  T_L = %.3f  %s'
-          % ('regression in fit', label, h, err, se, reading.temperature,
+    print('%-24s %-50s h=%-8g %s err %+.3f ± %.3f  T = %.3f  T_L = %.3f  %s'
+          % ('regression in fit', label, h, what, err, se, reading.temperature,
              laplacian.temperature, ', '.join(rows[-1]['said']) or 'silent'),
           flush=True)
   return rows
+
+
+def _largest_shift(shifts):
+  """The `tfp_adaptive.core.mean_force.Shift` of the part furthest outside its band."""
+  return max(shifts.values(),
+             key=lambda f: abs(f.shift) - f.interval_z * f.standard_error)
+
+
+def _shift(f):
+  if f is None:
+    return '—'
+  return '%+.2g ± %.2g (%s)' % (f.shift, f.standard_error,
+                                mean_force.verdict(f))
 
 
 def _reading(r):
@@ -479,8 +510,9 @@ def main():
   fit_rows = fit_sweep(args.quick)
   rows = kernel_rows + fit_rows
   table = [[r['target'], r['sampler'], '%g' % r['h'],
-            '%+.3g ± %.2g' % (r['err'], r['se']), r['truth'],
+            '%+.3g ± %.2g (%s)' % (r['err'], r['se'], r['what']), r['truth'],
             _reading(r['reading']), _reading(r['laplacian']),
+            _shift(r['shift']),
             '—' if r['empirical'] is None else ' / '.join(
                 _reading(e) for e in r['empirical']),
             ', '.join(r['said']) or '—', '%.1f' % r['seconds']] for r in rows]
@@ -489,10 +521,10 @@ def main():
                 for r in exact) for i, key in enumerate(('reading',
                                                          'laplacian'))]
   note = ('Command: `python -m benchmarks.panel%s`. %d chains per run, half '
-          'the steps burn-in. "sd error": the relative error of the posterior '
-          'sd that decides the run (the one most clearly beyond 5%%, else '
-          'the one least clearly within it) over the coordinates '
-          '(unconstrained for eight '
+          'the steps burn-in. "error": the error that decides the run (the '
+          'one most clearly beyond 5%%, else the one least clearly within '
+          'it), of a posterior sd (relative) or of a mean (in the '
+          'reference\'s sds), over the coordinates (unconstrained for eight '
           'schools), the whitened coordinates where the scale is known (the '
           'Gaussians, the funnels; for the funnels also the whitened x in the '
           'neck, v below minus one sd, 0 elsewhere, of sd sqrt(Φ(−1))) and '
@@ -502,7 +534,10 @@ def main():
           'there is one); biased when beyond 5%% by two standard errors or '
           'off by more than 100%%, accurate when within 5%% by as much, '
           'unclear between. Temperatures: the virial and the Laplacian form '
-          '(`tfa.mcmc.check_temperature`), both warned on. Empirical '
+          '(`tfa.mcmc.check_temperature`), both warned on. Mean force: '
+          'sd(θ)·⟨∂U/∂θ⟩ of the coordinate furthest from balance, 0 at the '
+          'target, warned on beyond 0.05 (`tfa.mcmc.check_temperature`, '
+          '`tfp_adaptive.core.mean_force`), with its verdict. Empirical '
           'temperatures: where the posterior is an exact Gaussian N(μ, Σ), '
           'the samples\' ⟨(θ − μ)ᵀΣ⁻¹(θ − μ)⟩/D and ⟨|Σ⁻¹(θ − μ)|²⟩/tr Σ⁻¹, '
           'what the virial and the Laplacian form estimate '
@@ -511,7 +546,7 @@ def main():
           'these %d runs, the Laplacian form in %d. Warnings: the '
           'names of what `tfa.mcmc.sample` warned about.\n\n"regression in '
           'fit": `model.fit` runs of the Keras optimizers on a Bayesian linear '
-          'regression (`benchmarks.panel_fit`): the sd error over 8 chains '
+          'regression (`benchmarks.panel_fit`): the error over 8 chains '
           '(seeds), ± its error over them; the first chain\'s warnings, '
           '"live" what the reading in `fit` said, "members" what its '
           'members\' reading on the training data said '
@@ -531,8 +566,8 @@ def main():
   common.write_table(
       os.path.join(out, 'panel.md'),
       'The panel: runs off their target against the warnings',
-      ['target', 'sampler', 'h', 'sd error', 'truth',
-       'configurational temperature', 'Laplacian form',
+      ['target', 'sampler', 'h', 'error', 'truth',
+       'configurational temperature', 'Laplacian form', 'mean force',
        'empirical temperatures', 'warnings',
        'seconds'], table, note)
 

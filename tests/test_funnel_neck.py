@@ -18,13 +18,13 @@ from benchmarks import panel
 
 
 def test_a_funnel_too_wide_in_its_neck_alone_is_told():
-  fn, (sds, _), init, _, project = panel._funnel()  # pylint: disable=protected-access
+  fn, (sds, _, _, _), init, _, project = panel._funnel()  # pylint: disable=protected-access
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     samples, _, _ = tfa.mcmc.sample(
         tfa.mcmc.SGLD(fn, 0.05), init, 2000, num_burnin_steps=20000,
         num_steps_between_results=19, seed=(3, 4), progress=False)
-  got, se = panel._group_sds(project(samples))  # pylint: disable=protected-access
+  got, se, _, _ = panel._group_moments(project(samples))  # pylint: disable=protected-access
   error, se = got / sds - 1., se / sds
   whitened, neck = 2, 3
   assert abs(error[whitened]) + 2. * se[whitened] < panel.TOLERANCE, (

@@ -19,6 +19,7 @@ import tensorflow_probability as tfp
 from tfp_adaptive import _compat
 from tfp_adaptive import minibatch
 from tfp_adaptive import validation
+from tfp_adaptive.core import mean_force
 from tfp_adaptive.core import temperature as temperature_lib
 from tfp_adaptive.mcmc import kernel as kernel_lib
 
@@ -70,8 +71,10 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
 
   Returns:
     dict: ``'overall'`` and each state part's index to its
-    `tfp_adaptive.core.temperature.Reading`, and ``'laplacian'`` to the
-    whole state's reading in the Laplacian form (when there is one).
+    `tfp_adaptive.core.temperature.Reading`, ``'laplacian'`` to the
+    whole state's reading in the Laplacian form (when there is one), and
+    ``'mean_force'`` to a dict of each state part's index to its
+    `tfp_adaptive.core.mean_force.Shift`.
 
   Example:
     >>> samples = tfp.mcmc.sample_chain(2000, state, kernel=kernel,
@@ -92,6 +95,8 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
                                               shared)}
   for k, (v, size) in enumerate(zip(virials, sizes)):
     readings[k] = temperature_lib.read(v, size, shared)
+  shifts = {k: mean_force.read(-_blocks(g, v.ndim), _blocks(p, v.ndim), shared)
+            for k, (p, g, v) in enumerate(zip(parts, grads, virials))}
   curvature = _laplacian_terms(inner.target_log_prob_fn, parts, grads, seed,
                                virials[0].ndim - 1)
   if curvature is not None:
@@ -100,15 +105,27 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
   if warn:
     ours = isinstance(inner, kernel_lib.AdaptiveSGMCMC)
     params = inner.parameters
-    messages = temperature_lib.advice_per_part(
-        readings, 'overall', lambda key: _WHERE.get(key, 'state part %s' % key),
-        float(params.get('temperature', 1.)), 'step_size',
-        adaptive=ours and inner.algorithm.adapts_throughout,
-        gamma=params.get('gamma', 'none'), tolerance=tolerance,
-        extra_wholes=('laplacian',))
-    for message in messages.values():
+    adaptive = ours and inner.algorithm.adapts_throughout
+    gamma = params.get('gamma', 'none')
+    where = lambda key: _WHERE.get(key, 'state part %s' % key)
+    messages = list(temperature_lib.advice_per_part(
+        readings, 'overall', where, float(params.get('temperature', 1.)),
+        'step_size', adaptive=adaptive, gamma=gamma, tolerance=tolerance,
+        extra_wholes=('laplacian',)).values())
+    if temperature_lib.final_verdict(readings['overall']) != 'unsettled':
+      messages += [m for m in (
+          mean_force.advice(where(k), shift, 'step_size', adaptive, gamma)
+          for k, shift in shifts.items()) if m]
+    for message in messages:
       warnings.warn('%s: %s' % (type(inner).__name__, message))
+  readings['mean_force'] = shifts
   return readings
+
+
+def _blocks(part, leading):
+  """``[draws, chains, D]``: `part` (``[draws, chains..., event...]``, its first `leading` axes the draws' and chains') with its chain and event axes each flattened."""
+  x = np.asarray(part, np.float64)
+  return x.reshape(x.shape[0], int(np.prod(x.shape[1:leading])), -1)
 
 
 _WHERE = {'overall': 'the whole state',

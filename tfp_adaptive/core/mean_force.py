@@ -1,0 +1,167 @@
+"""The mean force: is a chain centred where its target is? One reading per block, its error, and the verdict.
+
+For a density ``π ∝ exp(−U/τ)`` that vanishes fast enough at infinity,
+integrating ``∂π/∂θ_i`` over ``R^D`` gives, for every coordinate,
+
+``E_π[∂U/∂θ_i] = 0``                                       (force balance)
+
+whatever ``τ``: the case ``B = e_i`` of the identity ``τ = ⟨∇U·B⟩/⟨∇·B⟩``
+whose case ``B = θ − c`` is the virial (`tfp_adaptive.core.temperature`).
+The virial reads the spread of a chain and is blind to where it sits: a
+chain that spends too long in one region of its target (the narrow neck
+of a funnel, one side of a skewed marginal) can read ``τ`` and still have
+its mean, and the mass of that region, off. Its mean force does not
+vanish: for a Gaussian target with curvature ``H`` and a chain whose mean
+is off by ``δ``, ``⟨∇U⟩ = Hδ``.
+
+Read in units of each coordinate's spread over the draws,
+``s_i = sd(θ_i) · ⟨∂U/∂θ_i⟩``, it is the shift of the mean in sds
+(``δ_i / sd_i``) where the curvature is diagonal; along a correlated
+direction it is the shift in units between the marginal and the
+conditional sd. It needs only the gradients the temperature's reading
+already takes: a minibatch gradient is unbiased given ``θ``, so it adds
+noise and no bias.
+
+A block (a state part, a layer) is read at its coordinate whose interval
+lies furthest from 0. The interval of each of its ``D`` coordinates is
+widened to ``±z_D·se`` (`interval_z`), so that a block of any size is
+called off by chance no more often than one coordinate within
+``±INTERVAL_Z·se``. The verdict (`verdict`) is the temperature's: judged
+once the two halves of the series agree, *off* when the interval lies
+wholly outside ``±TOLERANCE``.
+"""
+
+import collections
+
+import numpy as np
+import scipy.special
+
+from tfp_adaptive.core import temperature
+
+__all__ = ['Shift', 'TOLERANCE', 'advice', 'interval_z', 'read', 'verdict']
+
+TOLERANCE = 0.05  # A mean within a twentieth of an sd, as the sds within 5%.
+
+Shift = collections.namedtuple('Shift', [
+    'shift', 'standard_error', 'effective_size', 'first_half',
+    'second_half', 'drift_z', 'size', 'coordinate', 'interval_z'])
+Shift.__doc__ = """The mean force of a block, read at its coordinate furthest from balance.
+
+Fields: ``shift`` (``sd(θ_i)·⟨∂U/∂θ_i⟩`` of that coordinate, about the
+shift of the chains' mean in its sds), ``standard_error``,
+``effective_size`` (summed over chains), ``first_half`` and
+``second_half`` (the readings of each half of the series), ``drift_z``
+(their difference in combined standard errors), ``size`` (the block's
+``D``), ``coordinate`` (the flat index of that coordinate in the block)
+and ``interval_z`` (`interval_z` of ``D``).
+"""
+
+
+def interval_z(size):
+  """The half-width, in standard errors, of each of `size` coordinates' intervals.
+
+  The Šidák width: `size` independent coordinates within ``±z`` by chance
+  as often as one within ``±INTERVAL_Z`` (the temperature's). It is
+  ``INTERVAL_Z`` for one coordinate and grows slowly (about 4.4 for 100,
+  5.6 for 10⁵).
+  """
+  inside = scipy.special.ndtr(temperature.INTERVAL_Z) * 2. - 1.
+  tail = -np.expm1(np.log(inside) / float(size))  # 1 − inside^(1/size)
+  return float(-scipy.special.ndtri(tail / 2.))
+
+
+def read(gradients, states, shared_noise=False):
+  """The `Shift` of one block from its gradients and states along a chain.
+
+  Args:
+    gradients: array ``[draws, chains, D]`` of ``∂U/∂θ`` (``U = −log π``;
+      a minibatch estimate will do) at the draws.
+    states: array ``[draws, chains, D]`` of the draws.
+    shared_noise: whether the chains' gradients at a draw share their
+      noise (one minibatch for all chains).
+
+  Returns:
+    `Shift`; with non-finite gradients or states, an infinite shift
+    (judged off).
+  """
+  g = np.asarray(gradients, np.float64)
+  x = np.asarray(states, np.float64)
+  size = g.shape[-1]
+  z = interval_z(size)
+  if not (np.all(np.isfinite(g)) and np.all(np.isfinite(x))):
+    return Shift(np.inf, np.inf, 0., np.inf, np.inf, 0., size, 0, z)
+  scaled = g * x.reshape(-1, size).std(0)
+  mean, se, _ = temperature.column_means(scaled, shared_noise)
+  k = int(np.argmax(np.abs(mean) - z * np.where(np.isfinite(se), se, 0.)))
+  r = temperature.read(scaled[..., k], 1, shared_noise)
+  return Shift(r.temperature, r.standard_error, r.effective_size,
+               r.first_half, r.second_half, r.drift_z, size, k, z)
+
+
+def verdict(shift, tolerance=TOLERANCE):
+  """``'accurate'``, ``'off'``, ``'unsettled'`` or ``'too short'``, as `tfp_adaptive.core.temperature.verdict` with ``τ = 0``.
+
+  ``'too short'``: fewer than ``MIN_EFFECTIVE_SIZE`` effective draws.
+  ``'unsettled'``: the two halves differ by more than ``STATIONARITY_Z``
+  combined standard errors and by more than the tolerance.
+  ``'off'``: the ``±interval_z·se`` interval lies wholly outside
+  ``±tolerance``, or the shift is more than one sd, whatever its error
+  (gradients so wild that their mean has no error to speak of are no
+  target's).
+  """
+  if not np.isfinite(shift.shift):
+    return 'off'
+  if shift.effective_size < temperature.MIN_EFFECTIVE_SIZE:
+    return 'too short'
+  if (abs(shift.drift_z) > temperature.STATIONARITY_Z and
+      abs(shift.second_half - shift.first_half) > tolerance):
+    return 'unsettled'
+  if (abs(shift.shift) - shift.interval_z * shift.standard_error > tolerance
+      or abs(shift.shift) > 1.):  # A whole sd off, whatever its error.
+    return 'off'
+  return 'accurate'
+
+
+def advice(where, shift, step_name, adaptive=False, gamma='none',
+           tolerance=TOLERANCE):
+  """The warning for a `shift` judged off or unsettled (else `None`).
+
+  The factor for the step: a discretisation's shift of the mean grows
+  about in proportion to the step, so lowering it by
+  ``|shift| / tolerance`` brings the reading into the band. A metric that
+  adapts without its Γ term shifts the mean by an amount that a smaller
+  step does not remove; then ``gamma='corrected'`` or a frozen metric is
+  the fix.
+
+  Args:
+    where: what was read, e.g. ``"state part 0"``.
+    shift: a `Shift`.
+    step_name: ``'step_size'`` (kernels) or ``'learning_rate'`` (Keras).
+    adaptive: whether the sampler's metric adapts throughout the run.
+    gamma: the sampler's Γ mode.
+    tolerance: the tolerance on the shift, in sds.
+  """
+  judged = verdict(shift, tolerance)
+  if judged in ('accurate', 'too short'):
+    return None
+  said = ('the mean force of %s does not balance: sd(θ)·⟨∂U/∂θ⟩ of its '
+          'coordinate %d reads %.2g ± %.2g (0 at the target, from %.0f '
+          'effective draws)' % (where, shift.coordinate, shift.shift,
+                                shift.standard_error, shift.effective_size))
+  if judged == 'unsettled':
+    return ('%s and has not settled: the first half of the run reads %.2g, '
+            'the second %.2g (%.1f standard errors apart). The chains are '
+            'still moving: run longer, with a longer burn-in.'
+            % (said, shift.first_half, shift.second_half, shift.drift_z))
+  text = ('%s: the chains sit about %.2g sds %s their target\'s mean along '
+          'it (where the curvature is diagonal), or spend too long in a '
+          'region on that side. Lower `%s` about %.2gx (and run about as '
+          'many times more steps).'
+          % (said, abs(shift.shift), 'above' if shift.shift > 0 else 'below',
+             step_name, abs(shift.shift) / tolerance))
+  if adaptive and gamma != 'corrected':
+    text += (" A metric that adapts without its Γ term shifts the mean by "
+             "an amount that a smaller step does not remove: use "
+             "gamma='corrected', or freeze the metric after burn-in "
+             "(`num_adaptation_steps`).")
+  return text
