@@ -187,6 +187,12 @@ def test_subclassed_model_and_datasets_read_per_layer():
   again = collector.ensemble.check_temperature(data, warn=False)
   assert set(again) == set(collector.member_readings)
   layers = {v.path.rsplit('/', 1)[0] for v in model.trainable_variables}
-  assert len(layers) == 2 and set(again) == layers | {'overall', 'laplacian'}
+  assert len(layers) == 2 and set(again) == layers | {
+      'overall', 'laplacian', 'mean_force'}
+  assert set(again['mean_force']) == layers
   for key, r in again.items():
-    assert r.temperature == collector.member_readings[key].temperature, key
+    if key == 'mean_force':
+      for layer, shift in r.items():
+        assert shift == collector.member_readings[key][layer], layer
+    else:
+      assert r.temperature == collector.member_readings[key].temperature, key

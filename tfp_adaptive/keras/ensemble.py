@@ -234,20 +234,29 @@ class BayesianEnsemble(object):
     autocorrelation. Unlike `SamplerMonitor`'s reading during `fit`, it
     costs three passes over the data per member read.
 
+    The same gradients give each layer's mean force,
+    ``sd(θ_i)·⟨∂U/∂θ_i⟩`` at its coordinate furthest from 0, which must
+    vanish at the target whatever ``τ`` (`tfp_adaptive.core.mean_force`):
+    it reads where the members sit, which the temperature does not, and
+    is warned on beyond 0.05 sds once the whole model has settled.
+
     Args:
       x, y: the training data (arrays, or a `tf.data.Dataset` of
         ``(x, y)``).
       max_members: int >= 4; at most this many members are read, evenly
         spaced within each chain.
       seed: int, seed of the Hutchinson probes.
-      warn: one `UserWarning` per reading that is hot, cold or has not
-        settled, naming the layer and the factor for ``learning_rate``.
+      warn: one `UserWarning` per reading that is hot, cold, off balance
+        or has not settled, naming the layer and the factor for
+        ``learning_rate``.
       tolerance: relative tolerance on the temperature (0.1: sds 5% off).
       batch_size: rows per pass (default 1024).
 
     Returns:
       dict: ``'overall'``, each layer's name and ``'laplacian'`` to
-      `tfp_adaptive.core.temperature.Reading`.
+      `tfp_adaptive.core.temperature.Reading`, and ``'mean_force'`` to a
+      dict of each layer's name to its
+      `tfp_adaptive.core.mean_force.Shift`.
 
     Raises:
       TypeError: the model is not compiled with a sampler of

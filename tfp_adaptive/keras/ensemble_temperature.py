@@ -10,7 +10,9 @@ loss (its regularizers included) and the optimizer's default prior. Its
 gradient, and a second difference of it along a Rademacher probe for the
 Laplacian (a hundredth of each variable's spread over the members each
 way, so that kinks count), are taken on all the data given, without
-minibatch noise.
+minibatch noise. The same gradients give each layer's mean force
+(`tfp_adaptive.core.mean_force`), which must balance at the target and
+reads where the members sit rather than how far they spread.
 """
 
 import warnings
@@ -19,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_adaptive import validation
+from tfp_adaptive.core import mean_force
 from tfp_adaptive.core import temperature as temperature_lib
 from tfp_adaptive.keras import optimizer_base
 
@@ -31,7 +34,7 @@ ROWS = 1024
 def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
                  tolerance=temperature_lib.TOLERANCE, batch_size=None,
                  who='BayesianEnsemble.check_temperature'):
-  """``{'overall', layer name..., 'laplacian': Reading}`` of `ensemble`'s members on ``(x, y)``.
+  """``{'overall', layer name..., 'laplacian': Reading, 'mean_force': {layer name: Shift}}`` of `ensemble`'s members on ``(x, y)``.
 
   See `BayesianEnsemble.check_temperature`; `who` starts the warnings.
   """
@@ -82,6 +85,10 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
   shape = draws.shape
   virials = np.zeros(shape + (len(variables),))
   squared, laplacian = np.zeros(shape), np.zeros(shape)
+  # Per variable, the members' values and gradients, for the mean force.
+  series = [(np.zeros(shape + (v.shape.num_elements(),), np.float32),
+             np.zeros(shape + (v.shape.num_elements(),), np.float32))
+            for v in variables]
   for index, model in zip(np.ndindex(*shape),
                           ensemble.iterate_members(x, chosen)):
     values = [np.asarray(v.numpy(), np.float64) for v in variables]
@@ -92,6 +99,8 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
     up, down = moved(values, probes, 1.), moved(values, probes, -1.)
     virials[index] = [np.sum((a - c) * g)
                       for a, c, g in zip(values, centre, grads)]
+    for (xs, gs), a, g in zip(series, values, grads):
+      xs[index], gs[index] = a.reshape(-1), g.reshape(-1)
     squared[index] = sum(np.sum(g * g) for g in grads)
     laplacian[index] = sum(np.sum((u - d) * z) / (2. * e)
                            for u, d, z, e in zip(up, down, probes, steps))
@@ -106,6 +115,12 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
         virials[..., cols].sum(-1), sum(sizes[k] for k in cols))
   readings['laplacian'] = temperature_lib.read_ratio(squared, laplacian,
                                                      sum(sizes))
+  shifts = {}
+  for name in dict.fromkeys(layers):
+    cols = [k for k, layer in enumerate(layers) if layer == name]
+    shifts[name] = mean_force.read(
+        np.concatenate([series[k][1] for k in cols], -1),
+        np.concatenate([series[k][0] for k in cols], -1))
   if warn:
     where = {'overall': 'the whole model',
              'laplacian': 'the whole model in the Laplacian form (its stiff '
@@ -115,8 +130,15 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
         float(np.asarray(opt.temperature_variable)), 'learning_rate',
         adaptive=opt.algorithm.adapts_throughout, gamma=opt.gamma,
         tolerance=tolerance, extra_wholes=('laplacian',))
-    for message in messages.values():
+    messages = list(messages.values())
+    if temperature_lib.final_verdict(readings['overall']) != 'unsettled':
+      messages += [m for m in (
+          mean_force.advice('layer %r' % name, shift, 'learning_rate',
+                            opt.algorithm.adapts_throughout, opt.gamma)
+          for name, shift in shifts.items()) if m]
+    for message in messages:
       warnings.warn('%s: %s' % (who, message))
+  readings['mean_force'] = shifts
   return readings
 
 

@@ -1,0 +1,106 @@
+"""The mean force, ``E_π[∂U/∂θ_i] = 0``: a chain that sits aside from its target is told, even when its spread reads ``τ``.
+
+- On exact draws of ``N(0, I)`` it reads 0 within its own interval, and no
+  warning is given.
+- Draws of the right spread with their mean moved by 0.3 sds along one
+  coordinate read 0.3 there (within three standard errors), the
+  temperature reads 1 and is silent, and `tfa.mcmc.check_temperature`
+  warns once, from the mean force, naming the coordinate and the side.
+- The interval of a block of ``D`` coordinates widens as its Šidák width:
+  ``INTERVAL_Z`` for one; and a block of 200 exact coordinates is called
+  off no more often than one coordinate (each of 40 seeded blocks).
+- Yu et al.'s funnel with noisy gradients, Shampoo at its published
+  settings without Γ: the chains linger in the neck (its mass 0.2 against
+  Φ(−1) = 0.16), the virial's interval holds 1.1, and `tfa.mcmc.sample`
+  warns from the mean force, along ``v``, below.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfp_adaptive as tfa
+from tfp_adaptive.core import mean_force
+from tfp_adaptive.core import temperature
+
+
+def _standard_normal(x):
+  return -0.5 * tf.reduce_sum(x ** 2, -1)
+
+
+def _kernel():
+  return tfa.mcmc.SGLD(_standard_normal, 0.1)
+
+
+def _warned(draws):
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    readings = tfa.mcmc.check_temperature(_kernel(), tf.constant(draws),
+                                          max_draws=512)
+  return readings, [str(w.message) for w in caught
+                    if issubclass(w.category, UserWarning)]
+
+
+def test_exact_draws_balance():
+  draws = np.random.default_rng(0).normal(size=(512, 16, 3)).astype(np.float32)
+  readings, said = _warned(draws)
+  shift = readings['mean_force'][0]
+  assert abs(shift.shift) < shift.interval_z * shift.standard_error, shift
+  assert mean_force.verdict(shift) == 'accurate'
+  assert not said, said
+
+
+def test_a_moved_mean_is_told_where_the_temperature_is_silent():
+  rng = np.random.default_rng(1)
+  draws = rng.normal(size=(512, 16, 3))
+  draws[..., 1] += 0.3
+  readings, said = _warned(draws.astype(np.float32))
+  shift = readings['mean_force'][0]
+  assert shift.coordinate == 1, shift
+  assert abs(shift.shift - 0.3) < 3. * shift.standard_error, shift
+  assert shift.standard_error < 0.02, shift
+  assert temperature.verdict(readings['overall']) == 'accurate'
+  assert len(said) == 1 and 'mean force' in said[0], said
+  assert 'coordinate 1' in said[0] and 'above' in said[0], said
+
+
+def test_the_interval_widens_with_the_block():
+  assert mean_force.interval_z(1) == pytest.approx(temperature.INTERVAL_Z)
+  widths = [mean_force.interval_z(d) for d in (1, 10, 100, 10 ** 5)]
+  assert widths == sorted(widths) and widths[-1] < 6., widths
+  rng = np.random.default_rng(2)
+  off = 0
+  for _ in range(40):  # Exact blocks of 200: P(off) = 0.0027 each.
+    x = rng.normal(size=(64, 8, 200))
+    shift = mean_force.read(x, x)  # ∂U = θ for N(0, I).
+    off += abs(shift.shift) > shift.interval_z * shift.standard_error
+  assert off <= 1, off
+
+
+def test_wild_gradients_are_off_whatever_their_error():
+  x = np.random.default_rng(3).normal(size=(64, 4, 1))
+  g = x * 1e4  # A mean force of thousands of sds, with a huge error.
+  g[0] += 1e7
+  shift = mean_force.read(g, x)
+  assert abs(shift.shift) > 1. and mean_force.verdict(shift) == 'off', shift
+  x[3, 1, 0] = np.nan
+  assert mean_force.verdict(mean_force.read(g, x)) == 'off'
+
+
+@pytest.mark.statistical
+def test_shampoo_without_gamma_lingers_in_the_funnels_neck_and_is_told():
+  from benchmarks import yu_funnel  # pylint: disable=g-import-not-at-top
+  kernel = tfa.mcmc.ShampooSGRLD(yu_funnel.NoisyGradientFunnel(), 3e-3,
+                                 0.9995, 1e-6, 1, gamma='none')
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    samples, _, _ = tfa.mcmc.sample(
+        kernel, tf.zeros([64, 2]), 1000, num_burnin_steps=80000,
+        num_steps_between_results=79, seed=(3, 4), progress=False)
+  neck = temperature.read(samples.numpy()[..., 1] < -yu_funnel.SIGMA, 1)
+  assert neck.temperature - 3. * neck.standard_error > 0.1587, neck
+  said = [str(w.message) for w in caught if 'mean force' in str(w.message)]
+  assert len(said) == 1 and 'coordinate 1' in said[0], said
+  assert 'below' in said[0], said
