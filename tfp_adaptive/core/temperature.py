@@ -90,6 +90,9 @@ def _mean_se(values, shared_noise=False):
   return float(mean[0]), float(se[0]), float(ess[0])
 
 
+_CHUNK = 1 << 22  # Values per FFT in `column_means`.
+
+
 def column_means(values, shared_noise=False):
   """`_mean_se` of each column of ``[draws, chains, columns]`` values: three ``[columns]`` arrays."""
   n, chains, columns = values.shape
@@ -97,8 +100,12 @@ def column_means(values, shared_noise=False):
   if n < 4:
     return (average.mean(0), np.full(columns, np.inf),
             np.full(columns, float(n * chains)))
-  ess = np.clip(effective_size(values.reshape(n, -1)), 1., float(n)).reshape(
-      chains, columns)
+  flat = values.reshape(n, -1)
+  width = max(1, _CHUNK // n)  # Columns per FFT, to bound its memory.
+  ess = np.clip(np.concatenate([
+      effective_size(flat[:, i:i + width])
+      for i in range(0, flat.shape[1], width)]), 1., float(n)).reshape(
+          chains, columns)
   se = np.sqrt(np.sum(values.var(0, ddof=1) / ess, 0)) / chains
   if shared_noise:
     ess_average = np.clip(effective_size(average), 1., float(n))
