@@ -62,7 +62,7 @@ def interval_z(size):
 
   The Šidák width: `size` independent coordinates within ``±z`` by chance
   as often as one within ``±INTERVAL_Z`` (the temperature's). It is
-  ``INTERVAL_Z`` for one coordinate and grows slowly (about 4.4 for 100,
+  ``INTERVAL_Z`` for one coordinate and grows slowly (about 4.2 for 100,
   5.6 for 10⁵).
   """
   inside = scipy.special.ndtr(temperature.INTERVAL_Z) * 2. - 1.
