@@ -280,13 +280,17 @@ def runs(quick):
           ('PSGLD α=0.5 bias=0.1 corrected', _psgld(0.5, 0.1, 'corrected'),
            0.05, 40000, 20),
           ('Monge α=0.9 corrected', _monge(0.9, 'corrected'), 0.05, 40000,
-           20)]),
+           20),
+          ('PSGLD α=0.5 bias=0.1 frozen', _psgld(0.5, 0.1, 'none', True),
+           0.02, 100000, 50)]),
       ('funnel, noisy ĝ (Yu et al.)', _yu_funnel, [
           ('SGLD', SGLD, 1e-3, 160000, 80)] + [
               ('RMSprop α=0.995 bias=0 %s' % g, _psgld(0.995, 0., g), 2.5e-3,
                160000, 80) for g in ('none', 'corrected')] + [
                    ('RMSprop α=0.9 bias=0 corrected',
-                    _psgld(0.9, 0., 'corrected'), 2.5e-3, 160000, 80)] + [
+                    _psgld(0.9, 0., 'corrected'), 2.5e-3, 160000, 80),
+                   ('RMSprop α=0.995 bias=0 frozen',
+                    _psgld(0.995, 0., 'none', True), 2.5e-3, 160000, 80)] + [
                    ('Shampoo α=0.9995 ε=1e-6 %s' % g,
                     lambda fn, h, g=g: tfa.mcmc.ShampooSGRLD(
                         fn, h, 0.9995, 1e-6, 1, gamma=g), 3e-3, 160000, 80)
@@ -294,7 +298,9 @@ def runs(quick):
       ('logistic, breast cancer', _logistic, [
           ('SGLD', SGLD, 2e-3, 60000, 30), ('SGLD', SGLD, 2e-2, 60000, 30),
           ('PSGLD α=0.5 bias=1 corrected', _psgld(0.5, 1., 'corrected'),
-           2e-3, 60000, 30)]),
+           2e-3, 60000, 30),
+          ('PSGLD α=0.5 bias=1 frozen', _psgld(0.5, 1., 'none', True), 2e-3,
+           60000, 30)]),
       ('eight schools', _eight_schools, [
           ('PSGLD α=0.5 bias=0.001 corrected',
            _psgld(0.5, 1e-3, 'corrected'), 1e-3, 240000, 120),
@@ -309,7 +315,9 @@ def runs(quick):
                40000, 40)
               for label, k, f in pre(0.95, 1e-3) for h in (3e-3,)] + [
                   ('PSGLD α=0.95 bias=0.001 corrected',
-                   _psgld(0.95, 1e-3, 'corrected'), 3e-2, 40000, 40)]),
+                   _psgld(0.95, 1e-3, 'corrected'), 3e-2, 40000, 40),
+                  ('PSGLD α=0.95 bias=0.001 frozen',
+                   _psgld(0.95, 1e-3, 'none', True), 1e-3, 120000, 120)]),
   ]
   if quick:  # That every piece runs, at one target: an accurate run, a biased one.
     first = table[0]
