@@ -196,3 +196,42 @@ def test_subclassed_model_and_datasets_read_per_layer():
         assert shift == collector.member_readings[key][layer], layer
     else:
       assert r.temperature == collector.member_readings[key].temperature, key
+
+
+@pytest.mark.parametrize('moved', [0., 0.3])
+def test_members_aside_from_the_posterior_are_told_by_their_mean_force(moved):
+  """Members drawn from the exact posterior read a balanced mean force and
+  are silent; the same draws moved by 0.3 posterior sds along one weight
+  read about 0.3 there (within three standard errors) while their
+  temperature reads 1, and the reading warns, naming the layer, the
+  coordinate and the side."""
+  x, y = _data(stiff=1.)
+  model = keras.Sequential([keras.Input((D,)),
+                            keras.layers.Dense(1, use_bias=False)])
+  model.compile(tfa.keras.optimizers.SGLD(1e-5, data_size=N), loss='mse')
+  model.optimizer.build(model.trainable_variables)  # As `fit` builds it.
+  # U = N·MSE + the default prior N(0, 100/fan_in): H = 2XᵀX + 0.1 I.
+  precision = 2. * x.T.astype(np.float64) @ x + 0.1 * np.eye(D)
+  cov = np.linalg.inv(precision)
+  mean = cov @ (2. * x.T.astype(np.float64) @ y[:, 0])
+  draws = np.random.default_rng(1).multivariate_normal(mean, cov, 1024)
+  draws[:, 3] += moved * np.sqrt(cov[3, 3])
+  members = [tfa.keras.ensemble.Member(i, 1e-5, [w[:, None].astype('float32')],
+                                       None, chain=i % 8)
+             for i, w in enumerate(draws)]
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    readings = tfa.keras.BayesianEnsemble(model, members).check_temperature(
+        x, y, max_members=1024)
+  said = [str(w.message) for w in caught
+          if issubclass(w.category, UserWarning)]
+  (layer, shift), = readings['mean_force'].items()
+  assert temperature_lib.verdict(readings['overall']) == 'accurate'
+  if not moved:
+    assert not said, said
+    return
+  assert shift.coordinate == 3, shift
+  assert abs(shift.shift - moved) < 3. * shift.standard_error, shift
+  assert len(said) == 1 and 'mean force' in said[0], said
+  assert 'layer %r' % layer in said[0] and 'coordinate 3' in said[0], said
+  assert 'above' in said[0], said

@@ -38,7 +38,8 @@ import scipy.special
 
 from tfp_adaptive.core import temperature
 
-__all__ = ['Shift', 'TOLERANCE', 'advice', 'interval_z', 'read', 'verdict']
+__all__ = ['Shift', 'TOLERANCE', 'advice', 'advice_per_part', 'interval_z',
+           'read', 'verdict']
 
 TOLERANCE = 0.05  # A mean within a twentieth of an sd, as the sds within 5%.
 
@@ -165,3 +166,21 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
              "gamma='corrected', or freeze the metric after burn-in "
              "(`num_adaptation_steps`).")
   return text
+
+
+def advice_per_part(shifts, whole, where, step_name, adaptive=False,
+                    gamma='none'):
+  """`advice` for each part's `Shift`, once the whole state has settled: a list of messages.
+
+  Args:
+    shifts: ``{key: Shift}``, per state part or layer.
+    whole: the whole state's temperature `Reading`; while it has not
+      settled (``final_verdict`` ``'unsettled'``), nothing is said here
+      (the temperature's warning says it).
+    where: ``key -> str`` naming what was read.
+    step_name, adaptive, gamma: as `advice`.
+  """
+  if temperature.final_verdict(whole) == 'unsettled':
+    return []
+  return [m for m in (advice(where(k), shift, step_name, adaptive, gamma)
+                      for k, shift in shifts.items()) if m]

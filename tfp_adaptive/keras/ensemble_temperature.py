@@ -109,18 +109,16 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
   sizes = [int(np.prod(v.shape)) for v in variables]
   readings = {'overall': temperature_lib.read(virials.sum(-1),
                                               sum(sizes))}
+  shifts = {}
   for name in dict.fromkeys(layers):
     cols = [k for k, layer in enumerate(layers) if layer == name]
     readings[name] = temperature_lib.read(
         virials[..., cols].sum(-1), sum(sizes[k] for k in cols))
-  readings['laplacian'] = temperature_lib.read_ratio(squared, laplacian,
-                                                     sum(sizes))
-  shifts = {}
-  for name in dict.fromkeys(layers):
-    cols = [k for k, layer in enumerate(layers) if layer == name]
     shifts[name] = mean_force.read(
         np.concatenate([series[k][1] for k in cols], -1),
         np.concatenate([series[k][0] for k in cols], -1))
+  readings['laplacian'] = temperature_lib.read_ratio(squared, laplacian,
+                                                     sum(sizes))
   if warn:
     where = {'overall': 'the whole model',
              'laplacian': 'the whole model in the Laplacian form (its stiff '
@@ -130,12 +128,9 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
         float(np.asarray(opt.temperature_variable)), 'learning_rate',
         adaptive=opt.algorithm.adapts_throughout, gamma=opt.gamma,
         tolerance=tolerance, extra_wholes=('laplacian',))
-    messages = list(messages.values())
-    if temperature_lib.final_verdict(readings['overall']) != 'unsettled':
-      messages += [m for m in (
-          mean_force.advice('layer %r' % name, shift, 'learning_rate',
-                            opt.algorithm.adapts_throughout, opt.gamma)
-          for name, shift in shifts.items()) if m]
+    messages = list(messages.values()) + mean_force.advice_per_part(
+        shifts, readings['overall'], lambda name: 'layer %r' % name,
+        'learning_rate', opt.algorithm.adapts_throughout, opt.gamma)
     for message in messages:
       warnings.warn('%s: %s' % (who, message))
   readings['mean_force'] = shifts

@@ -112,10 +112,8 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
         readings, 'overall', where, float(params.get('temperature', 1.)),
         'step_size', adaptive=adaptive, gamma=gamma, tolerance=tolerance,
         extra_wholes=('laplacian',)).values())
-    if temperature_lib.final_verdict(readings['overall']) != 'unsettled':
-      messages += [m for m in (
-          mean_force.advice(where(k), shift, 'step_size', adaptive, gamma)
-          for k, shift in shifts.items()) if m]
+    messages += mean_force.advice_per_part(
+        shifts, readings['overall'], where, 'step_size', adaptive, gamma)
     for message in messages:
       warnings.warn('%s: %s' % (type(inner).__name__, message))
   readings['mean_force'] = shifts
