@@ -56,8 +56,7 @@ import collections
 import numpy as np
 
 __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
-           'TOLERANCE', 'advice', 'advice_per_part', 'column_means',
-           'effective_size',
+           'TOLERANCE', 'advice', 'advice_per_part', 'effective_size',
            'final_verdict', 'read', 'read_ratio', 'verdict']
 
 TOLERANCE = 0.1
@@ -86,31 +85,16 @@ def _mean_se(values, shared_noise=False):
   draw), the chains' values at a draw are not independent, and the error
   is that of the series of their average.
   """
-  mean, se, ess = column_means(values[..., None], shared_noise)
-  return float(mean[0]), float(se[0]), float(ess[0])
-
-
-_CHUNK = 1 << 22  # Values per FFT in `column_means`.
-
-
-def column_means(values, shared_noise=False):
-  """`_mean_se` of each column of ``[draws, chains, columns]`` values: three ``[columns]`` arrays."""
-  n, chains, columns = values.shape
+  n, chains = values.shape
   average = values.mean(1)
   if n < 4:
-    return (average.mean(0), np.full(columns, np.inf),
-            np.full(columns, float(n * chains)))
-  flat = values.reshape(n, -1)
-  width = max(1, _CHUNK // n)  # Columns per FFT, to bound its memory.
-  ess = np.clip(np.concatenate([
-      effective_size(flat[:, i:i + width])
-      for i in range(0, flat.shape[1], width)]), 1., float(n)).reshape(
-          chains, columns)
-  se = np.sqrt(np.sum(values.var(0, ddof=1) / ess, 0)) / chains
+    return float(average.mean()), np.inf, float(n * chains)
+  ess = np.clip(effective_size(values), 1., float(n))
+  se = np.sqrt(np.sum(values.var(0, ddof=1) / ess)) / chains
   if shared_noise:
-    ess_average = np.clip(effective_size(average), 1., float(n))
-    se = np.maximum(se, np.sqrt(average.var(0, ddof=1) / ess_average))
-  return average.mean(0), se, ess.sum(0)
+    ess_average = np.clip(effective_size(average[:, None])[0], 1., float(n))
+    se = max(se, np.sqrt(average.var(ddof=1) / ess_average))
+  return float(average.mean()), float(se), float(ess.sum())
 
 
 def effective_size(values):
