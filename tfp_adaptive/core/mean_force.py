@@ -122,7 +122,8 @@ def verdict(shift, tolerance=TOLERANCE):
 
   ``'too short'``: fewer than ``MIN_EFFECTIVE_SIZE`` effective draws.
   ``'unsettled'``: the two halves differ by more than ``STATIONARITY_Z``
-  combined standard errors and by more than the tolerance.
+  (or the block's `interval_z`, if wider) combined standard errors and by
+  more than the tolerance.
   ``'off'``: the ``±interval_z·se`` interval lies wholly outside
   ``±tolerance``, or the shift is more than one sd, whatever its error
   (gradients so wild that their mean has no error to speak of are no
@@ -132,8 +133,10 @@ def verdict(shift, tolerance=TOLERANCE):
     return 'off'
   if shift.effective_size < temperature.MIN_EFFECTIVE_SIZE:
     return 'too short'
-  if (abs(shift.drift_z) > temperature.STATIONARITY_Z and
-      abs(shift.second_half - shift.first_half) > tolerance):
+  # The coordinate was chosen among the block's: its drift is judged at
+  # the block's width too, as its interval is.
+  if (abs(shift.drift_z) > max(temperature.STATIONARITY_Z, shift.interval_z)
+      and abs(shift.second_half - shift.first_half) > tolerance):
     return 'unsettled'
   if (abs(shift.shift) - shift.interval_z * shift.standard_error > tolerance
       or abs(shift.shift) > 1.):  # A whole sd off, whatever its error.
