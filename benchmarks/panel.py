@@ -345,8 +345,9 @@ def run_one(fn, init, bijectors, factory, h, steps, thin, quick):
   return samples, readings, said, seconds
 
 
-KINDS = ('configurational temperature', 'mean force', 'non-finite', 'drift_ratio', 'lag',
-         'peak_factor', 'preconditioner_decay_rate', 'not moved')
+KINDS = ('configurational temperature', 'mean force', 'non-finite',
+         'drift_ratio', 'lag', 'peak_factor', 'preconditioner_decay_rate',
+         'not moved')
 
 
 def kind(message):
@@ -380,7 +381,7 @@ def run_error(samples, reference, bijectors=None, project=None):
 
 
 def deciding(rel, se):
-  """The index of the quantity whose `classify` is the run's, from relative errors `rel` and their standard errors `se`.
+  """The index of the quantity whose `classify` is the run's, from its errors `rel` (sds' relative errors, means' shifts in sds) and their standard errors `se`.
 
   The one furthest off when some are off by more than 100%, whatever their
   errors (a chain that blew up gives a huge one); else the one furthest
