@@ -215,3 +215,43 @@ def test_one_overflowing_gradient_does_not_freeze_a_custom_loop():
     step(tf.constant(np.float32([0.1, -0.1, 0.2, 0.])))
   assert int(opt.num_nonfinite.numpy()) == 1
   assert np.all(np.abs(w.numpy() - before) > 0)       # Still moving.
+
+
+@pytest.mark.parametrize('update_interval', [1, 3])
+def test_shampoo_rejects_a_gradient_whose_factors_would_overflow(
+    update_interval):
+  """Shampoo's factors are checked through ``Σ g²``, its roots at refreshes.
+
+  A finite gradient whose square overflows would put an Inf in the
+  Kronecker factors: the step is rejected as a whole (weights, factors and
+  roots as they were) and counted, and the chain moves on afterwards.
+  """
+  opt = tfa.keras.optimizers.ShampooSGRLD(
+      1e-4, data_size=100, gamma='none', burnin=0, seed=0, block_size=4,
+      update_interval=update_interval)
+  w = keras.Variable(np.zeros((8, 6), np.float32))
+  opt.build([w])
+
+  @tf.function(jit_compile=True)
+  def step(grad):
+    opt.apply([grad], [w])
+
+  rng = np.random.default_rng(0)
+  for _ in range(4):
+    step(tf.constant(rng.normal(size=(8, 6)).astype(np.float32)))
+  weights = w.numpy().copy()
+  state = [v.numpy().copy() for v in opt.variables]
+  assert int(opt.num_nonfinite.numpy()) == 0
+  big = np.zeros((8, 6), np.float32)
+  big[5, 1] = 1e20                          # Finite; its square is not.
+  step(tf.constant(big))
+  assert int(opt.num_nonfinite.numpy()) == 1
+  np.testing.assert_array_equal(w.numpy(), weights)
+  for v, before in zip(opt.variables, state):
+    if v.dtype != 'int64':                  # All but the step counters.
+      np.testing.assert_array_equal(v.numpy(), before, err_msg=v.path)
+  for _ in range(2 * update_interval):
+    step(tf.constant(rng.normal(size=(8, 6)).astype(np.float32)))
+  assert int(opt.num_nonfinite.numpy()) == 1
+  assert np.all(np.isfinite(w.numpy()))
+  assert np.all(np.abs(w.numpy() - weights) > 0)

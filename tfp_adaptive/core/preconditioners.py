@@ -108,6 +108,17 @@ class Preconditioner(object):
     """
     return tf.nest.map_structure(lambda _: False, state)
 
+  def state_is_finite(self, state, grads, batch_ndims):
+    """Per chain: is `state`, updated with `grads`, finite (batch-shaped bool)?
+
+    The check of every step's new metric state: every floating leaf
+    (`tensors.finite_state`). A metric whose state is much larger than the
+    parameters may instead bound it by `grads`, given the state it was
+    updated from was finite (the caller commits only finite states).
+    """
+    del grads
+    return tensors.finite_state(state, batch_ndims)
+
   def apply(self, state, vectors, batch_ndims, differentiable=False):
     del state, batch_ndims, differentiable
     return list(vectors)

@@ -221,16 +221,32 @@ class Shampoo(preconditioners.Preconditioner):
       factors.append(tf.zeros(shape, p.dtype))
     return self._mode_states(factors, p, batch_ndims)
 
+  def _matrix_column_statistic(self, g, batch_ndims):
+    """A split matrix's column factors' statistic, from its unsplit layout.
+
+    ``R[j, k] = Σ_a g[j, a, k, :]ᵀ g[j, a, k, :]`` for blocks ``(j, k)``,
+    with `g` only reshaped to ``(row blocks, rows, column blocks, columns)``.
+    On the blocked layout this product contracts the blocks' first axis,
+    which XLA's CPU backend runs at about half the rate of the rows'
+    statistic; from this layout, at about the rows' rate. Equal to
+    `_statistic` on the blocks up to the order of the sums.
+    """
+    (kr, br), (kc, bc) = self.block_layout(g.shape[batch_ndims:])
+    x = tensors.reshape_event(g, batch_ndims, [kr, br, kc, bc])
+    return tf.einsum('...jakb,...jakz->...jkbz', x, x)
+
   def update(self, state, grads, step, batch_ndims):
     decay = tf.cast(self.decay, grads[0].dtype)
     blocked = [self._to_blocks(g, batch_ndims) for g in grads]
     new_state = []
-    for modes, (g, nb) in zip(state, blocked):
+    for modes, grad, (g, nb) in zip(state, grads, blocked):
       layout = self._modes(g, nb)
-      factors = preconditioners.ema(
-          decay, [m.factor for m in modes],
-          [self._statistic(g, i, dense, nb) for i, (_, dense) in
-           enumerate(layout)])
+      statistics = [self._statistic(g, i, dense, nb)
+                    for i, (_, dense) in enumerate(layout)]
+      if nb == batch_ndims + 2 and layout[1][1]:  # A matrix split in blocks.
+        statistics[1] = self._matrix_column_statistic(grad, batch_ndims)
+      factors = preconditioners.ema(decay, [m.factor for m in modes],
+                                    statistics)
       new_state.append(factors)
 
     def kept():
@@ -244,14 +260,30 @@ class Shampoo(preconditioners.Preconditioner):
       # A chain whose factors are not finite (its step will be rejected)
       # keeps its roots: callers may then write the roots back whatever
       # the step's fate.
-      return tensors.where_chains(tensors.finite_state(new_state, batch_ndims),
-                                  new, kept(), batch_ndims)
+      finite = (tensors.finite_state(new_state, batch_ndims) &
+                tensors.finite_state(new, batch_ndims))
+      return tensors.where_chains(finite, new, kept(), batch_ndims)
     # Only the cached leaves go through `cond`; the factors stay outside it,
     # live (differentiable).
     cached = (refreshed() if self.update_interval == 1 else
               tf.cond(self.refreshes(step), refreshed, kept))
     return [[ShampooModeState(f, *c) for f, c in zip(fs, cs)]
             for fs, cs in zip(new_state, cached)]
+
+  def state_is_finite(self, state, grads, batch_ndims):
+    """Per chain: finite new state, read from the gradient's squares.
+
+    Every factor entry is a moving average of sums of products of the
+    gradient's entries, each bounded by ``Σ g²`` (Cauchy–Schwarz): from
+    finite factors, the new ones are finite when ``Σ g²`` is. The roots,
+    which change only at refresh steps, are checked there (`update`). A
+    step then reads the gradient instead of the factors and roots, several
+    times its size for blocked matrices. With roots refreshed every step,
+    every leaf is read.
+    """
+    if self.update_interval == 1:
+      return tensors.finite_state(state, batch_ndims)
+    return tensors.finite_chains([tf.square(g) for g in grads], batch_ndims)
 
   def cached_leaves(self, state):
     """The roots (and what Γ keeps with them), unless refreshed every step."""

@@ -491,7 +491,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     # statistics do not (`tensors.finite_state`), so the new metric state is
     # checked too. The step is committed or skipped as a whole.
     ok = (tensors.finite_chains(new_parts, 0) &
-          tensors.finite_state((new_pstate, new_momentum), 0))
+          self.preconditioner.state_is_finite(new_pstate, full_grads, 0) &
+          tensors.finite_state(new_momentum, 0))
     new_state = tf.nest.flatten((new_pstate, new_momentum))
     if self.nonfinite == 'raise':
       if _compat.in_xla_context() and not self.nonfinite_checked_after_batch:
