@@ -306,6 +306,8 @@ def runs(quick):
            _psgld(0.5, 1e-3, 'corrected'), 1e-3, 240000, 120),
           ('PSGLD α=0.5 bias=0.001 frozen',
            _psgld(0.5, 1e-3, 'none', True), 1e-3, 240000, 120),
+          ('PSGLD α=0.99 bias=0.001 frozen',
+           _psgld(0.99, 1e-3, 'none', True), 1e-3, 240000, 120),
           ('Monge α=0.9 corrected', _monge(0.9, 'corrected'), 0.05, 20000,
            10),
           ('SGLD', SGLD, 0.05, 20000, 10)]),
@@ -462,7 +464,7 @@ def fit_sweep(quick):
     reading, laplacian = readings['overall'], readings['laplacian']
     rows.append(dict(
         target='regression in fit', sampler=label, h=h, err=err, se=se,
-        what=what, shift=None,
+        what=what, shift=_largest_shift(readings['mean_force']),
         truth=classify(err, se), reading=reading, laplacian=laplacian,
         empirical=empirical(runs[0][0][:, None]),
         warned=bool(said['live'] or said['members']),
@@ -471,9 +473,11 @@ def fit_sweep(quick):
         live_warns=bool(said['live']), seconds=seconds,
         virial_warns=temperature_lib.final_verdict(reading) not in (
             'accurate', 'too short')))
-    print('%-24s %-50s h=%-8g %s err %+.3f ± %.3f  T = %.3f  T_L = %.3f  %s'
-          % ('regression in fit', label, h, what, err, se, reading.temperature,
-             laplacian.temperature, ', '.join(rows[-1]['said']) or 'silent'),
+    print('%-24s %-50s h=%-8g %s err %+.3f ± %.3f  T = %.3f  T_L = %.3f  '
+          'F = %s  %s' % ('regression in fit', label, h, what, err, se,
+                          reading.temperature, laplacian.temperature,
+                          _shift(rows[-1]['shift']),
+                          ', '.join(rows[-1]['said']) or 'silent'),
           flush=True)
   return rows
 
