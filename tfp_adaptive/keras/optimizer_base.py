@@ -488,8 +488,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         ratios=self.regime_state is not None or self.monitor_state is not None)
     new_parts, new_momentum = out[:2]
     # A NaN/Inf in the gradient or Γ reaches the new weights; overflowing
-    # statistics do not (`tensors.finite_state`), so the new metric state is
-    # checked too. The step is committed or skipped as a whole.
+    # statistics do not (`Preconditioner.state_is_finite`), so the new metric
+    # state is checked too. The step is committed or skipped as a whole.
     ok = (tensors.finite_chains(new_parts, 0) &
           self.preconditioner.state_is_finite(new_pstate, full_grads, 0) &
           tensors.finite_state(new_momentum, 0))

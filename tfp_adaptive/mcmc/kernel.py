@@ -225,7 +225,8 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           noise_scale=schedules.noise_scale(self.step_size, prev.step),
           gradient_scale=1., ratios=True)
       # The new metric state and momentum too: overflowing statistics
-      # freeze a chain without a NaN in the proposal (`finite_state`).
+      # freeze a chain without a NaN in the proposal
+      # (`Preconditioner.state_is_finite`).
       here = (tf.math.is_finite(lp) &
               self.algorithm.preconditioner.state_is_finite(
                   pstate, grads, batch_ndims) &
