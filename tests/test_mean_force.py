@@ -80,6 +80,29 @@ def test_the_interval_widens_with_the_block():
   assert off <= 1, off
 
 
+def test_spreads_read_as_the_states_they_come_from():
+  """`read(g, spreads=...)`, for callers that keep no draws, is `read(g, x)`.
+
+  A block wider than one chunk of columns, with one shifted coordinate in
+  the second chunk: both forms choose it and read it alike.
+  """
+  rng = np.random.default_rng(4)
+  sd = np.linspace(0.5, 2., 5000)
+  x = rng.normal(size=(200, 4, 5000)) * sd
+  g = (x / sd ** 2).astype(np.float32)  # ∂U of N(0, diag(sd²)).
+  g[..., 4500] += 0.3 / sd[4500]  # Unbalanced by 0.3 sds there.
+  spreads = x.reshape(-1, 5000).std(0)
+  from_states = mean_force.read(g, x)
+  from_spreads = mean_force.read(g, spreads=spreads)
+  assert from_states.coordinate == 4500, from_states
+  assert from_spreads.coordinate == from_states.coordinate
+  np.testing.assert_allclose(from_spreads, from_states, rtol=1e-6)
+  with pytest.raises(ValueError, match='one of `states` and `spreads`'):
+    mean_force.read(g, x, spreads=spreads)
+  with pytest.raises(ValueError, match='one of `states` and `spreads`'):
+    mean_force.read(g)
+
+
 def test_wild_gradients_are_off_whatever_their_error():
   x = np.random.default_rng(3).normal(size=(64, 4, 1))
   g = x * 1e4  # A mean force of thousands of sds, with a huge error.

@@ -71,32 +71,51 @@ def interval_z(size):
   return float(-scipy.special.ndtri(tail / 2.))
 
 
-def read(gradients, states, shared_noise=False):
+def read(gradients, states=None, shared_noise=False, spreads=None):
   """The `Shift` of one block from its gradients and states along a chain.
 
   Args:
     gradients: array ``[draws, chains, D]`` of ``∂U/∂θ`` (``U = −log π``;
       a minibatch estimate will do) at the draws.
-    states: array ``[draws, chains, D]`` of the draws.
+    states: array ``[draws, chains, D]`` of the draws, or `None` with
+      `spreads`.
     shared_noise: whether the chains' gradients at a draw share their
       noise (one minibatch for all chains).
+    spreads: instead of `states`, each coordinate's sd over all the draws
+      (``[D]``), for callers that accumulate it as they go and need not
+      keep the draws.
 
   Returns:
-    `Shift`; with non-finite gradients or states, an infinite shift
-    (judged off).
+    `Shift`; with non-finite gradients, states or spreads, an infinite
+    shift (judged off).
   """
-  g = np.asarray(gradients, np.float64)
-  x = np.asarray(states, np.float64)
+  if (states is None) == (spreads is None):
+    raise ValueError('mean_force.read: pass one of `states` and `spreads`.')
+  g = np.asarray(gradients)
   size = g.shape[-1]
   z = interval_z(size)
-  if not (np.all(np.isfinite(g)) and np.all(np.isfinite(x))):
+  if spreads is None:
+    x = np.asarray(states).reshape(-1, size)
+    spreads = np.concatenate([x[:, c].astype(np.float64).std(0)
+                              for c in _chunks(size)])
+  spreads = np.asarray(spreads, np.float64).reshape(size)
+  if not (np.all(np.isfinite(g)) and np.all(np.isfinite(spreads))):
     return Shift(np.inf, np.inf, 0., np.inf, np.inf, 0., size, 0, z)
-  scaled = g * x.reshape(-1, size).std(0)
-  se = _batch_means_se(scaled, shared_noise)
-  k = int(np.argmax(np.abs(scaled.mean((0, 1))) - z * se))
-  r = temperature.read(scaled[..., k], 1, shared_noise)
+  # In chunks of columns: no float64 copy of the whole block.
+  means = np.concatenate([g[..., c].mean((0, 1), dtype=np.float64)
+                          for c in _chunks(size)]) * spreads
+  se = np.concatenate([_batch_means_se(g[..., c] * spreads[c], shared_noise)
+                       for c in _chunks(size)])
+  k = int(np.argmax(np.abs(means) - z * se))
+  r = temperature.read(np.asarray(g[..., k], np.float64) * spreads[k], 1,
+                       shared_noise)
   return Shift(r.temperature, r.standard_error, r.effective_size,
                r.first_half, r.second_half, r.drift_z, size, k, z)
+
+
+def _chunks(size, width=4096):
+  """Slices of at most `width` columns covering ``range(size)``."""
+  return [slice(i, min(i + width, size)) for i in range(0, size, width)]
 
 
 def _batch_means_se(values, shared_noise, batches=20):

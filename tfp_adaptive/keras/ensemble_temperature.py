@@ -49,7 +49,8 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
   draws = _draws_by_chain(ensemble.members, max_members)
   chosen = [ensemble.members[i] for i in draws.reshape(-1)]
   # The virial's centre, the mean of all the draws read (every chain's),
-  # and each variable's spread, whose hundredth is the second difference's.
+  # each coordinate's spread, and each variable's, whose hundredth is the
+  # second difference's.
   total = squares = None
   for model in ensemble.iterate_members(x, chosen):
     values = [np.asarray(v.numpy(), np.float64)
@@ -59,9 +60,11 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
     squares = ([a * a for a in values] if squares is None else
                [q + a * a for q, a in zip(squares, values)])
   centre = [t / len(chosen) for t in total]
+  # Each coordinate's sd over the draws read (the mean force's unit).
+  spreads = [np.sqrt(np.maximum(q / len(chosen) - c * c, 0.)).reshape(-1)
+             for c, q in zip(centre, squares)]
   steps = []
-  for c, q in zip(centre, squares):
-    spread = float(np.sqrt(max(np.mean(q / len(chosen) - c * c), 0.)))
+  for spread in (float(np.sqrt(np.mean(s * s))) for s in spreads):
     steps.append(1e-2 * spread if spread > 0. else 1e-2)
   variables = model.trainable_variables
   gradient = _gradient_function(model, opt, variables)
@@ -85,9 +88,9 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
   shape = draws.shape
   virials = np.zeros(shape + (len(variables),))
   squared, laplacian = np.zeros(shape), np.zeros(shape)
-  # Per variable, the members' values and gradients, for the mean force.
-  series = [(np.zeros(shape + (v.shape.num_elements(),), np.float32),
-             np.zeros(shape + (v.shape.num_elements(),), np.float32))
+  # Per variable, the members' gradients, for the mean force (float32:
+  # one copy of the read members' weights).
+  series = [np.zeros(shape + (v.shape.num_elements(),), np.float32)
             for v in variables]
   for index, model in zip(np.ndindex(*shape),
                           ensemble.iterate_members(x, chosen)):
@@ -99,8 +102,8 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
     up, down = moved(values, probes, 1.), moved(values, probes, -1.)
     virials[index] = [np.sum((a - c) * g)
                       for a, c, g in zip(values, centre, grads)]
-    for (xs, gs), a, g in zip(series, values, grads):
-      xs[index], gs[index] = a.reshape(-1), g.reshape(-1)
+    for gs, g in zip(series, grads):
+      gs[index] = g.reshape(-1)
     squared[index] = sum(np.sum(g * g) for g in grads)
     laplacian[index] = sum(np.sum((u - d) * z) / (2. * e)
                            for u, d, z, e in zip(up, down, probes, steps))
@@ -115,8 +118,9 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
     readings[name] = temperature_lib.read(
         virials[..., cols].sum(-1), sum(sizes[k] for k in cols))
     shifts[name] = mean_force.read(
-        np.concatenate([series[k][1] for k in cols], -1),
-        np.concatenate([series[k][0] for k in cols], -1))
+        series[cols[0]] if len(cols) == 1 else
+        np.concatenate([series[k] for k in cols], -1),
+        spreads=np.concatenate([spreads[k] for k in cols]))
   readings['laplacian'] = temperature_lib.read_ratio(squared, laplacian,
                                                      sum(sizes))
   if warn:
