@@ -140,6 +140,16 @@ class Algorithm(object):
       return update()
     return tf.cond(adapting, update, lambda: state)
 
+  def state_is_finite(self, state, momentum, grads, batch_ndims):
+    """Per chain: are the new metric `state` (updated with `grads`) and `momentum` finite?
+
+    The metric's own check (`Preconditioner.state_is_finite`) and every
+    floating leaf of the momentum: with the new parts' check, what makes a
+    step whole or nothing (kernels and optimizers alike).
+    """
+    return (self.preconditioner.state_is_finite(state, grads, batch_ndims) &
+            tensors.finite_state(momentum, batch_ndims))
+
   @property
   def gamma_metric(self):
     """The matrix whose divergence Γ is: ``M``, or ``S = M^{1/2}`` with a velocity.

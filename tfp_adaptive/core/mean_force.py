@@ -102,11 +102,12 @@ def read(gradients, states=None, shared_noise=False, spreads=None):
   if not (np.all(np.isfinite(g)) and np.all(np.isfinite(spreads))):
     return Shift(np.inf, np.inf, 0., np.inf, np.inf, 0., size, 0, z)
   # In chunks of columns: no float64 copy of the whole block.
-  means = np.concatenate([g[..., c].mean((0, 1), dtype=np.float64)
-                          for c in _chunks(size)]) * spreads
-  se = np.concatenate([_batch_means_se(g[..., c] * spreads[c], shared_noise)
-                       for c in _chunks(size)])
-  k = int(np.argmax(np.abs(means) - z * se))
+  means, se = [], []
+  for c in _chunks(size):
+    scaled = g[..., c] * spreads[c]
+    means.append(scaled.mean((0, 1)))
+    se.append(_batch_means_se(scaled, shared_noise))
+  k = int(np.argmax(np.abs(np.concatenate(means)) - z * np.concatenate(se)))
   r = temperature.read(np.asarray(g[..., k], np.float64) * spreads[k], 1,
                        shared_noise)
   return Shift(r.temperature, r.standard_error, r.effective_size,

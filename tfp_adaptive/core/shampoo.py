@@ -240,11 +240,12 @@ class Shampoo(preconditioners.Preconditioner):
     blocked = [self._to_blocks(g, batch_ndims) for g in grads]
     new_state = []
     for modes, grad, (g, nb) in zip(state, grads, blocked):
-      layout = self._modes(g, nb)
-      statistics = [self._statistic(g, i, dense, nb)
-                    for i, (_, dense) in enumerate(layout)]
-      if nb == batch_ndims + 2 and layout[1][1]:  # A matrix split in blocks.
-        statistics[1] = self._matrix_column_statistic(grad, batch_ndims)
+      split_matrix = nb == batch_ndims + 2  # A matrix cut into blocks.
+      statistics = [
+          self._matrix_column_statistic(grad, batch_ndims)
+          if split_matrix and i == 1 and dense else
+          self._statistic(g, i, dense, nb)
+          for i, (_, dense) in enumerate(self._modes(g, nb))]
       factors = preconditioners.ema(decay, [m.factor for m in modes],
                                     statistics)
       new_state.append(factors)

@@ -60,7 +60,6 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
     squares = ([a * a for a in values] if squares is None else
                [q + a * a for q, a in zip(squares, values)])
   centre = [t / len(chosen) for t in total]
-  # Each coordinate's sd over the draws read (the mean force's unit).
   spreads = [np.sqrt(np.maximum(q / len(chosen) - c * c, 0.)).reshape(-1)
              for c, q in zip(centre, squares)]
   steps = []

@@ -488,11 +488,11 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         ratios=self.regime_state is not None or self.monitor_state is not None)
     new_parts, new_momentum = out[:2]
     # A NaN/Inf in the gradient or Γ reaches the new weights; overflowing
-    # statistics do not (`Preconditioner.state_is_finite`), so the new metric
+    # statistics do not (`Algorithm.state_is_finite`), so the new metric
     # state is checked too. The step is committed or skipped as a whole.
     ok = (tensors.finite_chains(new_parts, 0) &
-          self.preconditioner.state_is_finite(new_pstate, full_grads, 0) &
-          tensors.finite_state(new_momentum, 0))
+          self._algorithm.state_is_finite(new_pstate, new_momentum,
+                                          full_grads, 0))
     new_state = tf.nest.flatten((new_pstate, new_momentum))
     if self.nonfinite == 'raise':
       if _compat.in_xla_context() and not self.nonfinite_checked_after_batch:

@@ -226,11 +226,9 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           gradient_scale=1., ratios=True)
       # The new metric state and momentum too: overflowing statistics
       # freeze a chain without a NaN in the proposal
-      # (`Preconditioner.state_is_finite`).
-      here = (tf.math.is_finite(lp) &
-              self.algorithm.preconditioner.state_is_finite(
-                  pstate, grads, batch_ndims) &
-              tensors.finite_state(momentum, batch_ndims))
+      # (`Algorithm.state_is_finite`).
+      here = tf.math.is_finite(lp) & self.algorithm.state_is_finite(
+          pstate, momentum, grads, batch_ndims)
       ok = here & tensors.finite_chains(new_parts, batch_ndims)
       metric_ok = ok
       if p['nonfinite'] == 'reject_at_proposal':
