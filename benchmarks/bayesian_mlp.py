@@ -71,9 +71,13 @@ class Target(object):
   def init(self, chains, seed):
     return tf.random.stateless_normal([chains, SIZE], seed=(seed, 7)) * 0.5
 
+  def logits(self, w):
+    """``[chains..., test]`` logits of weights ``w`` at the test inputs, as a `Tensor`."""
+    return logits(w, self.test_inputs)
+
   def project(self, samples):
     """``[draws, chains, test]`` logits at the test inputs."""
-    return logits(tf.convert_to_tensor(samples), self.test_inputs).numpy()
+    return self.logits(tf.convert_to_tensor(samples)).numpy()
 
   def nuts(self, chains, draws, seed=1):
     """NUTS draws ``[draws, chains, SIZE]`` on all the data."""

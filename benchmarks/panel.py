@@ -21,7 +21,8 @@ schools); where the posterior's scale is known, the whitened coordinates
 conditional sd for the funnels), each of sd 1, and for the funnels that
 whitened ``x`` in the neck (`_funnel_quantities`); where there is a model, its
 predictions (the logits at 50 inputs, for the logistic regression and the
-MLP, whose weights have no meaningful marginal sds).
+MLP, whose weights have no meaningful marginal sds), which those runs also
+pass to `tfa.mcmc.sample` to be read (`predictions`).
 
 The means are compared too, each shift in the reference's sds. A run is
 *biased* when an sd's relative error or a mean's shift exceeds the
@@ -198,8 +199,10 @@ def _logistic():
   inputs = x[::len(x) // 50][:50].astype(np.float64)
   project = _coordinates_and(lambda w: w @ inputs.T)
   ref = project(_nuts_sds(log_prob, tf.zeros([64, x.shape[1]])).numpy())
+  test_inputs = tf.constant(inputs, tf.float32)
   return (log_prob, _group_moments(ref), np.zeros([CHAINS, x.shape[1]],
-                                              np.float32), None, project)
+                                              np.float32), None, project,
+          None, lambda w: tf.einsum('nd,...d->...n', test_inputs, w))
 
 
 def _mlp():
@@ -207,7 +210,7 @@ def _mlp():
   target = bayesian_mlp.Target()
   ref = target.project(target.nuts(32, 1000))
   return (target.minibatch, _group_moments(ref), target.init(CHAINS, 5), None,
-          target.project)
+          target.project, None, target.logits)
 
 
 def _eight_schools():
@@ -327,7 +330,8 @@ def runs(quick):
   return table
 
 
-def run_one(fn, init, bijectors, factory, h, steps, thin, quick):
+def run_one(fn, init, bijectors, factory, h, steps, thin, quick,
+            predictions=None):
   kernel = factory(fn, h)
   if bijectors is not None:
     kernel = tfp.mcmc.TransformedTransitionKernel(kernel, bijectors)
@@ -339,15 +343,17 @@ def run_one(fn, init, bijectors, factory, h, steps, thin, quick):
     samples, _, _ = tfa.mcmc.sample(
         kernel, init, num_results=steps // thin, num_burnin_steps=steps // 2,
         num_steps_between_results=thin - 1, seed=(3, 4),
-        chunk_size=steps // thin, progress=False)
+        chunk_size=steps // thin, progress=False, predictions=predictions)
   seconds = time.time() - t0
-  readings = tfa.mcmc.check_temperature(kernel, samples, warn=False)
+  readings = tfa.mcmc.check_temperature(kernel, samples, warn=False,
+                                        predictions=predictions)
   said = sorted({kind(str(w.message)) for w in caught
                  if issubclass(w.category, UserWarning)})
   return samples, readings, said, seconds
 
 
-KINDS = ('configurational temperature', 'mean force', 'non-finite',
+KINDS = ('configurational temperature', 'mean force of the predictions',
+         'mean force', 'non-finite',
          'drift_ratio', 'lag', 'peak_factor', 'preconditioner_decay_rate',
          'not moved')
 
@@ -356,7 +362,9 @@ def kind(message):
   """A short name for a warning: what it is about."""
   for name in KINDS:
     if name in message:
-      return 'temperature' if name.endswith('temperature') else name
+      return {'configurational temperature': 'temperature',
+              'mean force of the predictions': 'prediction force'}.get(
+                  name, name)
   return message[:40]
 
 
@@ -416,9 +424,10 @@ def sweep(quick):
     bijectors = built[3] if len(built) > 3 else None
     project = built[4] if len(built) > 4 else None
     empirical = built[5] if len(built) > 5 else None
+    predictions = built[6] if len(built) > 6 else None
     for label, factory, h, steps, thin in configs:
       samples, readings, said, seconds = run_one(
-          fn, init, bijectors, factory, h, steps, thin, quick)
+          fn, init, bijectors, factory, h, steps, thin, quick, predictions)
       err, se, what = run_error(samples, reference, bijectors, project)
       reading, laplacian = readings['overall'], readings.get('laplacian')
       laplacian_says = (None if laplacian is None else
@@ -426,6 +435,7 @@ def sweep(quick):
       shift = _largest_shift(readings['mean_force'])
       rows.append(dict(target=target, sampler=label, h=h, err=err, se=se,
                        what=what, shift=shift,
+                       predicted=readings.get('predictions'),
                        truth=classify(err, se), reading=reading,
                        laplacian=laplacian, warned=bool(said), said=said,
                        seconds=seconds,
@@ -434,10 +444,11 @@ def sweep(quick):
       rows[-1]['virial_warns'] = temperature_lib.final_verdict(
           reading) not in ('accurate', 'too short')
       print('%-24s %-34s h=%-8g %s err %+.3f ± %.3f  T = %.3f ± %.3f  '
-            'T_L = %s (%s)  F = %s  %s'
+            'T_L = %s (%s)  F = %s  F_f = %s  %s'
             % (target, label, h, what, err, se, reading.temperature,
                reading.standard_error, _reading(laplacian), laplacian_says,
-               _shift(shift), ', '.join(said) or 'silent'), flush=True)
+               _shift(shift), _shift(rows[-1]['predicted']),
+               ', '.join(said) or 'silent'), flush=True)
   return rows
 
 
@@ -465,7 +476,8 @@ def fit_sweep(quick):
     rows.append(dict(
         target='regression in fit', sampler=label, h=h, err=err, se=se,
         what=what, shift=_largest_shift(readings['mean_force']),
-        truth=classify(err, se), reading=reading, laplacian=laplacian,
+        predicted=readings['predictions'], truth=classify(err, se),
+        reading=reading, laplacian=laplacian,
         empirical=empirical(runs[0][0][:, None]),
         warned=bool(said['live'] or said['members']),
         said=['%s: %s' % (who, k) for who in ('live', 'members')
@@ -474,9 +486,11 @@ def fit_sweep(quick):
         virial_warns=temperature_lib.final_verdict(reading) not in (
             'accurate', 'too short')))
     print('%-24s %-50s h=%-8g %s err %+.3f ± %.3f  T = %.3f  T_L = %.3f  '
-          'F = %s  %s' % ('regression in fit', label, h, what, err, se,
-                          reading.temperature, laplacian.temperature,
-                          _shift(rows[-1]['shift']),
+          'F = %s  F_f = %s  %s' % ('regression in fit', label, h, what, err,
+                                    se, reading.temperature,
+                                    laplacian.temperature,
+                                    _shift(rows[-1]['shift']),
+                                    _shift(rows[-1]['predicted']),
                           ', '.join(rows[-1]['said']) or 'silent'),
           flush=True)
   return rows
@@ -525,7 +539,7 @@ def main():
   table = [[r['target'], r['sampler'], '%g' % r['h'],
             '%+.3g ± %.2g (%s)' % (r['err'], r['se'], r['what']), r['truth'],
             _reading(r['reading']), _reading(r['laplacian']),
-            _shift(r['shift']),
+            _shift(r['shift']), _shift(r['predicted']),
             '—' if r['empirical'] is None else ' / '.join(
                 _reading(e) for e in r['empirical']),
             ', '.join(r['said']) or '—', '%.1f' % r['seconds']] for r in rows]
@@ -550,7 +564,13 @@ def main():
           '(`tfa.mcmc.check_temperature`), both warned on. Mean force: '
           'sd(θ)·⟨∂U/∂θ⟩ of the coordinate furthest from balance, 0 at the '
           'target, warned on beyond 0.05 (`tfa.mcmc.check_temperature`, '
-          '`tfp_adaptive.core.mean_force`), with its verdict. Empirical '
+          '`tfp_adaptive.core.mean_force`), with its verdict. Prediction '
+          'force: sd(f)·⟨∇f·∇U − τΔf⟩/⟨|∇f|²⟩ of the prediction furthest from '
+          'balance, where the run reads predictions (the logits at the 50 '
+          'inputs for the logistic regression and the MLP, passed to '
+          '`tfa.mcmc.sample` as `predictions`; the model\'s outputs at 64 '
+          'training inputs in `fit`), 0 at the target, warned on alike '
+          '(`tfp_adaptive.core.prediction_force`). Empirical '
           'temperatures: where the posterior is an exact Gaussian N(μ, Σ), '
           'the samples\' ⟨(θ − μ)ᵀΣ⁻¹(θ − μ)⟩/D and ⟨|Σ⁻¹(θ − μ)|²⟩/tr Σ⁻¹, '
           'what the virial and the Laplacian form estimate '
@@ -581,7 +601,7 @@ def main():
       'The panel: runs off their target against the warnings',
       ['target', 'sampler', 'h', 'error', 'truth',
        'configurational temperature', 'Laplacian form', 'mean force',
-       'empirical temperatures', 'warnings',
+       'prediction force', 'empirical temperatures', 'warnings',
        'seconds'], table, note)
 
 

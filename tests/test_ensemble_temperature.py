@@ -188,23 +188,29 @@ def test_subclassed_model_and_datasets_read_per_layer():
   assert set(again) == set(collector.member_readings)
   layers = {v.path.rsplit('/', 1)[0] for v in model.trainable_variables}
   assert len(layers) == 2 and set(again) == layers | {
-      'overall', 'laplacian', 'mean_force'}
+      'overall', 'laplacian', 'mean_force', 'predictions'}
   assert set(again['mean_force']) == layers
+  # 64 rows of the data, two logits each.
+  assert again['predictions'].size == 128, again['predictions']
   for key, r in again.items():
     if key == 'mean_force':
       for layer, shift in r.items():
         assert shift == collector.member_readings[key][layer], layer
+    elif key == 'predictions':
+      assert r == collector.member_readings[key]
     else:
       assert r.temperature == collector.member_readings[key].temperature, key
 
 
 @pytest.mark.parametrize('moved', [0., 0.3])
 def test_members_aside_from_the_posterior_are_told_by_their_mean_force(moved):
-  """Members drawn from the exact posterior read a balanced mean force and
-  are silent; the same draws moved by 0.3 posterior sds along one weight
-  read about 0.3 there (within three standard errors) while their
-  temperature reads 1, and the reading warns, naming the layer, the
-  coordinate and the side."""
+  """Members drawn from the exact posterior read a balanced mean force, in
+  the weights and along the outputs, and are silent; the same draws moved
+  by 0.3 posterior sds along one weight read about 0.3 there (within three
+  standard errors) while their temperature reads 1, the outputs read what
+  the identity gives for a linear model (``sd(f)·xᵀHδ/|x|²``, within three
+  standard errors), and both warn, naming the layer, the coordinate or
+  output and the side."""
   x, y = _data(stiff=1.)
   model = keras.Sequential([keras.Input((D,)),
                             keras.layers.Dense(1, use_bias=False)])
@@ -219,19 +225,31 @@ def test_members_aside_from_the_posterior_are_told_by_their_mean_force(moved):
   members = [tfa.keras.ensemble.Member(i, 1e-5, [w[:, None].astype('float32')],
                                        None, chain=i % 8)
              for i, w in enumerate(draws)]
+  inputs = x[::4]
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     readings = tfa.keras.BayesianEnsemble(model, members).check_temperature(
-        x, y, max_members=1024)
+        x, y, max_members=1024, prediction_inputs=inputs)
   said = [str(w.message) for w in caught
           if issubclass(w.category, UserWarning)]
   (layer, shift), = readings['mean_force'].items()
+  outputs = readings['predictions']
+  assert outputs.size == len(inputs), outputs
   assert temperature_lib.verdict(readings['overall']) == 'accurate'
   if not moved:
+    assert abs(outputs.shift) < outputs.interval_z * outputs.standard_error
     assert not said, said
     return
   assert shift.coordinate == 3, shift
   assert abs(shift.shift - moved) < 3. * shift.standard_error, shift
-  assert len(said) == 1 and 'mean force' in said[0], said
+  row = inputs[outputs.coordinate].astype(np.float64)
+  exact = (np.sqrt(row @ cov @ row) * (row @ precision[:, 3])
+           * moved * np.sqrt(cov[3, 3]) / (row @ row))
+  assert abs(outputs.shift - exact) < 3. * outputs.standard_error, (
+      outputs, exact)
+  assert len(said) == 2, said
   assert 'layer %r' % layer in said[0] and 'coordinate 3' in said[0], said
-  assert 'above' in said[0], said
+  assert ("the model's outputs" in said[1]
+          and 'prediction %d ' % outputs.coordinate in said[1]), said
+  for message, reading in zip(said, (shift, outputs)):
+    assert ('above' if reading.shift > 0 else 'below') in message, said

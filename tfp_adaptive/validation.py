@@ -86,3 +86,11 @@ def check_choice(name, value, choices):
     raise ValueError('`%s` must be one of %s. Received: %s=%r'
                      % (name, ', '.join(repr(c) for c in choices), name, value))
   return value
+
+
+def check_optional_callable(name, value, what):
+  """Raises `TypeError` unless `value` is `None` or callable; `what` says what it must be."""
+  if value is not None and not callable(value):
+    raise TypeError('`%s` must be %s, or None. Received: %s=%r'
+                    % (name, what, name, value))
+  return value

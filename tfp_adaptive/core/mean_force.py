@@ -165,7 +165,7 @@ def verdict(shift, tolerance=TOLERANCE):
 
 
 def advice(where, shift, step_name, adaptive=False, gamma='none',
-           tolerance=TOLERANCE):
+           tolerance=TOLERANCE, formula='sd(θ)·⟨∂U/∂θ⟩', item='coordinate'):
   """The warning for a `shift` judged off or unsettled (else `None`).
 
   The factor for the step: a discretisation's shift of the mean grows
@@ -182,25 +182,29 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
     adaptive: whether the sampler's metric adapts throughout the run.
     gamma: the sampler's Γ mode.
     tolerance: the tolerance on the shift, in sds.
+    formula, item: how the reading and what it was read at are named
+      (``tfp_adaptive.core.prediction_force.FORMULA`` and
+      ``'prediction'`` for predictions).
   """
   judged = verdict(shift, tolerance)
   if judged in ('accurate', 'too short'):
     return None
-  said = ('the mean force of %s does not balance: sd(θ)·⟨∂U/∂θ⟩ of its '
-          'coordinate %d reads %.2g ± %.2g (0 at the target, from %.0f '
-          'effective draws)' % (where, shift.coordinate, shift.shift,
-                                shift.standard_error, shift.effective_size))
+  said = ('the mean force of %s does not balance: %s of its %s %d reads '
+          '%.2g ± %.2g (0 at the target, from %.0f effective draws)'
+          % (where, formula, item, shift.coordinate, shift.shift,
+             shift.standard_error, shift.effective_size))
   if judged == 'unsettled':
     return ('%s and has not settled: the first half of the run reads %.2g, '
             'the second %.2g (%.1f standard errors apart). The chains are '
             'still moving: run longer, with a longer burn-in.'
             % (said, shift.first_half, shift.second_half, shift.drift_z))
+  exact_where = ('the curvature is diagonal' if item == 'coordinate' else
+                 'its gradient lies along a direction of the curvature')
   text = ('%s: the chains sit about %.2g sds %s their target\'s mean along '
-          'it (where the curvature is diagonal), or spend too long in a '
-          'region on that side. Lower `%s` about %.2gx (and run about as '
-          'many times more steps).'
+          'it (where %s), or spend too long in a region on that side. Lower '
+          '`%s` about %.2gx (and run about as many times more steps).'
           % (said, abs(shift.shift), 'above' if shift.shift > 0 else 'below',
-             step_name, abs(shift.shift) / tolerance))
+             exact_where, step_name, abs(shift.shift) / tolerance))
   if adaptive and gamma != 'corrected':
     text += (" A metric that adapts without its Γ term shifts the mean by "
              "an amount that a smaller step does not remove: use "
@@ -210,7 +214,7 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
 
 
 def advice_per_part(shifts, whole, where, step_name, adaptive=False,
-                    gamma='none'):
+                    gamma='none', **naming):
   """`advice` for each part's `Shift`, once the whole state has settled: a list of messages.
 
   Args:
@@ -220,8 +224,10 @@ def advice_per_part(shifts, whole, where, step_name, adaptive=False,
       (the temperature's warning says it).
     where: ``key -> str`` naming what was read.
     step_name, adaptive, gamma: as `advice`.
+    **naming: `advice`'s ``formula`` and ``item``.
   """
   if temperature.final_verdict(whole) == 'unsettled':
     return []
-  return [m for m in (advice(where(k), shift, step_name, adaptive, gamma)
+  return [m for m in (advice(where(k), shift, step_name, adaptive, gamma,
+                             **naming)
                       for k, shift in shifts.items()) if m]

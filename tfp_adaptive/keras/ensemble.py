@@ -216,7 +216,7 @@ class BayesianEnsemble(object):
 
   def check_temperature(self, x, y=None, max_members=128, seed=0, warn=True,
                         tolerance=temperature_lib.TOLERANCE,
-                        batch_size=None):
+                        batch_size=None, prediction_inputs=None):
     """The configurational temperature of the members, read on the training data.
 
     The members are draws of the chain that ran, so the identities of the
@@ -238,7 +238,12 @@ class BayesianEnsemble(object):
     ``sd(θ_i)·⟨∂U/∂θ_i⟩`` at its coordinate furthest from 0, which must
     vanish at the target whatever ``τ`` (`tfp_adaptive.core.mean_force`):
     it reads where the members sit, which the temperature does not, and
-    is warned on beyond 0.05 sds once the whole model has settled.
+    is warned on beyond 0.05 sds once the whole model has settled. The
+    force along the model's outputs, ``sd(f)·⟨∇f·∇U − τΔf⟩/⟨|∇f|²⟩`` per
+    output ``f`` at `prediction_inputs` (forward-mode derivatives, a
+    Hutchinson ``Δf``; `tfp_adaptive.core.prediction_force`), reads the
+    same in what the model predicts, where single weights (which hidden
+    units can swap) have no meaningful marginals; it is warned on alike.
 
     Args:
       x, y: the training data (arrays, or a `tf.data.Dataset` of
@@ -251,12 +256,16 @@ class BayesianEnsemble(object):
         ``learning_rate``.
       tolerance: relative tolerance on the temperature (0.1: sds 5% off).
       batch_size: rows per pass (default 1024).
+      prediction_inputs: inputs whose outputs are read (default: 64 rows of
+        `x`, evenly spaced); every output of every row is a prediction.
 
     Returns:
       dict: ``'overall'``, each layer's name and ``'laplacian'`` to
-      `tfp_adaptive.core.temperature.Reading`, and ``'mean_force'`` to a
+      `tfp_adaptive.core.temperature.Reading`, ``'mean_force'`` to a
       dict of each layer's name to its
-      `tfp_adaptive.core.mean_force.Shift`.
+      `tfp_adaptive.core.mean_force.Shift`, and ``'predictions'`` to the
+      outputs' `Shift` (its ``coordinate`` the flat index of the output:
+      row-major over rows and outputs).
 
     Raises:
       TypeError: the model is not compiled with a sampler of
@@ -269,7 +278,8 @@ class BayesianEnsemble(object):
                        'dataset of (x, y) pairs.')
     return ensemble_temperature.read_members(
         self, x, y, max_members, seed, warn, tolerance, batch_size,
-        who='BayesianEnsemble.check_temperature')
+        who='BayesianEnsemble.check_temperature',
+        prediction_inputs=prediction_inputs)
 
   def to_arviz(self, x, y=None, batch_size=None, weights=True, seed=0):
     """The ensemble as `arviz.InferenceData`, for ``az.loo``, ``az.waic`` and R-hat.

@@ -12,7 +12,10 @@ Laplacian (a hundredth of each variable's spread over the members each
 way, so that kinks count), are taken on all the data given, without
 minibatch noise. The same gradients give each layer's mean force
 (`tfp_adaptive.core.mean_force`), which must balance at the target and
-reads where the members sit rather than how far they spread.
+reads where the members sit rather than how far they spread, and the
+force along the model's outputs at some of the inputs
+(`tfp_adaptive.core.prediction_force`), which reads it in what the model
+predicts.
 """
 
 import warnings
@@ -22,6 +25,7 @@ import tensorflow as tf
 
 from tfp_adaptive import validation
 from tfp_adaptive.core import mean_force
+from tfp_adaptive.core import prediction_force
 from tfp_adaptive.core import temperature as temperature_lib
 from tfp_adaptive.keras import optimizer_base
 
@@ -30,11 +34,15 @@ __all__ = ['batch_energy', 'read_members']
 #: Rows per forward and backward pass.
 ROWS = 1024
 
+#: Inputs whose outputs the force along predictions reads by default.
+PREDICTION_ROWS = 64
+
 
 def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
                  tolerance=temperature_lib.TOLERANCE, batch_size=None,
-                 who='BayesianEnsemble.check_temperature'):
-  """``{'overall', layer name..., 'laplacian': Reading, 'mean_force': {layer name: Shift}}`` of `ensemble`'s members on ``(x, y)``.
+                 who='BayesianEnsemble.check_temperature',
+                 prediction_inputs=None):
+  """``{'overall', layer name..., 'laplacian': Reading, 'mean_force': {layer name: Shift}, 'predictions': Shift}`` of `ensemble`'s members on ``(x, y)``.
 
   See `BayesianEnsemble.check_temperature`; `who` starts the warnings.
   """
@@ -68,6 +76,12 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
   variables = model.trainable_variables
   gradient = _gradient_function(model, opt, variables)
   n = len(tf.nest.flatten(x)[0])
+  if prediction_inputs is None:
+    every = np.unique(np.linspace(0, n - 1, min(n, PREDICTION_ROWS)).round()
+                      .astype(int))
+    prediction_inputs = tf.nest.map_structure(lambda a: np.asarray(a)[every],
+                                              x)
+  along = _forward_function(model, variables, prediction_inputs)
   scale = float(opt.data_size) / n
 
   def full_gradient():
@@ -84,9 +98,11 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
     return full_gradient()
 
   rng = np.random.default_rng(seed)
+  prediction_rng = np.random.default_rng([seed, 1])
   shape = draws.shape
   virials = np.zeros(shape + (len(variables),))
   squared, laplacian = np.zeros(shape), np.zeros(shape)
+  predicted = None  # [4, draws, chains, K]: f, ∇f·∇U, Δf and |∇f|².
   # Per variable, the members' gradients, for the mean force (float32:
   # one copy of the read members' weights).
   series = [np.zeros(shape + (v.shape.num_elements(),), np.float32)
@@ -96,6 +112,11 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
     values = [np.asarray(v.numpy(), np.float64) for v in variables]
     probes = [rng.choice([-1., 1.], size=v.shape) for v in variables]
     grads = full_gradient()
+    terms = _prediction_terms(along, variables, values, grads, steps,
+                              prediction_rng)
+    if predicted is None:
+      predicted = np.zeros((4,) + shape + terms[0].shape)
+    predicted[(slice(None),) + index] = terms
     # ΔU along the probe: a second difference of the gradient, which also
     # counts the curvature of kinks (ReLUs, an L1 regularizer).
     up, down = moved(values, probes, 1.), moved(values, probes, -1.)
@@ -122,22 +143,75 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
         spreads=np.concatenate([spreads[k] for k in cols]))
   readings['laplacian'] = temperature_lib.read_ratio(squared, laplacian,
                                                      sum(sizes))
+  tau = float(np.asarray(opt.temperature_variable))
+  force = prediction_force.read(*predicted, temperature=tau)
   if warn:
     where = {'overall': 'the whole model',
              'laplacian': 'the whole model in the Laplacian form (its stiff '
                           'directions weigh most)'}
     messages = temperature_lib.advice_per_part(
         readings, 'overall', lambda key: where.get(key, 'layer %r' % key),
-        float(np.asarray(opt.temperature_variable)), 'learning_rate',
+        tau, 'learning_rate',
         adaptive=opt.algorithm.adapts_throughout, gamma=opt.gamma,
         tolerance=tolerance, extra_wholes=('laplacian',))
     messages = list(messages.values()) + mean_force.advice_per_part(
         shifts, readings['overall'], lambda name: 'layer %r' % name,
         'learning_rate', opt.algorithm.adapts_throughout, opt.gamma)
+    messages += mean_force.advice_per_part(
+        {0: force}, readings['overall'], lambda _: "the model's outputs",
+        'learning_rate', opt.algorithm.adapts_throughout, opt.gamma,
+        formula=prediction_force.FORMULA, item='prediction')
     for message in messages:
       warnings.warn('%s: %s' % (who, message))
   readings['mean_force'] = shifts
+  readings['predictions'] = force
   return readings
+
+
+def _prediction_terms(along, variables, values, grads, steps, rng):
+  """``[4, K]``: the outputs ``f``, ``∇f·∇U``, a Hutchinson ``Δf`` and an estimate of ``|∇f|²`` at one member.
+
+  As the kernels' (`tfp_adaptive.mcmc.check_temperature`): forward mode
+  along ``∇U`` (`grads`), and per Rademacher probe ``z``, ``(∇f·z)²`` and
+  half the difference of ``∇f·(E⁻¹z)`` at ``θ ± Ez``, ``E`` each
+  variable's `steps`. The variables hold `values` on entry and on return.
+  """
+  f, force = along([tf.constant(g, v.dtype) for g, v in zip(grads, variables)])
+  laplacian, squared = np.zeros_like(f), np.zeros_like(f)
+  for _ in range(prediction_force.PROBES):
+    probes = [rng.choice([-1., 1.], size=v.shape) for v in variables]
+    scaled = [tf.constant(z / e, v.dtype)
+              for z, e, v in zip(probes, steps, variables)]
+    here = along([tf.constant(z, v.dtype)
+                  for z, v in zip(probes, variables)])[1]
+    shifted = []
+    for sign in (1., -1.):
+      for v, a, z, e in zip(variables, values, probes, steps):
+        v.assign(a + sign * e * z)
+      shifted.append(along(scaled)[1])
+    laplacian += (shifted[0] - shifted[1]) / 2.
+    squared += here * here
+  for v, a in zip(variables, values):
+    v.assign(a)
+  return (f, force, laplacian / prediction_force.PROBES,
+          squared / prediction_force.PROBES)
+
+
+def _forward_function(model, variables, inputs):
+  """``tangents -> (f, ∇f·tangents)``: the model's outputs at `inputs` (flat, float64) and their derivative along `tangents`, by forward mode."""
+  parts = [optimizer_base.backing_variable(v) for v in variables]
+  inputs = tf.nest.map_structure(tf.convert_to_tensor, inputs)
+
+  @tf.function(autograph=False, reduce_retracing=True)
+  def along(tangents):
+    with tf.autodiff.ForwardAccumulator(parts, tangents) as acc:
+      outputs = tf.nest.flatten(model(inputs, training=False))
+    jvps = [acc.jvp(o, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            for o in outputs]
+    flat = lambda xs: tf.concat([tf.reshape(tf.cast(a, tf.float64), [-1])
+                                 for a in xs], 0)
+    return flat(outputs), flat(jvps)
+  return lambda tangents: tuple(t.numpy() for t in along(tangents))
 
 
 def _draws_by_chain(members, max_members):

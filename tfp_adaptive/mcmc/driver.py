@@ -191,7 +191,7 @@ def _find_field(results, name):
 def sample(kernel, current_state, num_results, num_burnin_steps=0,
            num_steps_between_results=0, trace_fn=None, seed=None,
            chunk_size=1000, progress=True, jit_compile=True, stuck_steps=100,
-           check_temperature=True):
+           check_temperature=True, predictions=None):
   """`tfp.mcmc.sample_chain` in compiled chunks, with a progress bar.
 
   Each chunk of `chunk_size` results is one XLA-compiled `sample_chain` call
@@ -225,6 +225,10 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
       end and warn when it is off. The reading costs four gradients per
       chain for each draw it reads: 256 draws, or on a long run as many as
       keep it within a tenth of the run's gradients.
+    predictions: optional callable of the state parts returning smooth
+      predictions ``[chains..., K...]`` (a network's logits at some
+      inputs); with `check_temperature`, the force along them is read and
+      warned on too (`check_temperature`'s `predictions`).
 
   Returns:
     ``(samples, trace, final_kernel_results)`` (trace is `None` without
@@ -239,6 +243,9 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
   validation.check_bool('progress', progress)
   validation.check_bool('jit_compile', jit_compile)
   validation.check_bool('check_temperature', check_temperature)
+  validation.check_optional_callable(
+      'predictions', predictions,
+      'a callable taking the state parts and returning a Tensor')
   seed = tfp.random.sanitize_seed(seed)
   key = ('sample', trace_fn, num_steps_between_results, jit_compile)
   runners = _RUNNERS.setdefault(kernel, {})
@@ -282,7 +289,8 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
   if check_temperature and track is not None:
     seed, temperature_seed = tfp.random.split_seed(seed)
     temperature_lib.check_temperature(kernel, samples, seed=temperature_seed,
-                                      max_draws=_reading_draws(kernel, total))
+                                      max_draws=_reading_draws(kernel, total),
+                                      predictions=predictions)
   return samples, traces, results
 
 

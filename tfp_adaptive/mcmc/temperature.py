@@ -20,6 +20,7 @@ from tfp_adaptive import _compat
 from tfp_adaptive import minibatch
 from tfp_adaptive import validation
 from tfp_adaptive.core import mean_force
+from tfp_adaptive.core import prediction_force
 from tfp_adaptive.core import temperature as temperature_lib
 from tfp_adaptive.mcmc import kernel as kernel_lib
 
@@ -29,7 +30,8 @@ MAX_DRAWS = 256  # `check_temperature`'s default; `sample` reads more on long ru
 
 
 def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
-                      seed=None, tolerance=temperature_lib.TOLERANCE):
+                      seed=None, tolerance=temperature_lib.TOLERANCE,
+                      predictions=None):
   """The configurational temperature of each state part, with a warning when it is off.
 
   ``T = ⟨(θ − θ̄)·∇U(θ)⟩ / D`` over the draws, centred on the mean of all
@@ -48,6 +50,15 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
   warned on besides the virial, once the whole state has settled. A
   target without second derivatives, or whose mean Laplacian over the
   draws is not positive, has no Laplacian reading.
+
+  The same gradients give each state part's mean force,
+  ``sd(θ_i)·⟨∂U/∂θ_i⟩`` (`tfp_adaptive.core.mean_force`), and, given
+  `predictions` (a model's outputs at some inputs), the force along
+  them, ``sd(f)·⟨∇f·∇U − τΔf⟩/⟨|∇f|²⟩`` per prediction
+  (`tfp_adaptive.core.prediction_force`): both vanish at the target and
+  read where the chains sit, which the temperature does not; the second
+  reads it in what a network predicts, where its weights have no
+  meaningful marginals. Each is warned on beyond 0.05 sds.
 
   Args:
     kernel: the kernel that ran: ours, TFP's (`tfp.mcmc.NoUTurnSampler`,
@@ -68,13 +79,24 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
       at the cost of a pass over the data per draw).
     tolerance: relative tolerance on the temperature, default 0.1 (sds 5%
       off).
+    predictions: optional callable taking the state parts as `samples`
+      holds them (one draw: ``[chains..., event...]`` each) and returning
+      a `Tensor` ``[chains..., K...]`` of smooth predictions (a network's
+      logits at some inputs), read by forward-mode derivatives: per draw,
+      ``1 + 3·PROBES`` of its evaluations
+      (`tfp_adaptive.core.prediction_force.PROBES`).
 
   Returns:
     dict: ``'overall'`` and each state part's index to its
     `tfp_adaptive.core.temperature.Reading`, ``'laplacian'`` to the
-    whole state's reading in the Laplacian form (when there is one), and
+    whole state's reading in the Laplacian form (when there is one),
     ``'mean_force'`` to a dict of each state part's index to its
-    `tfp_adaptive.core.mean_force.Shift`.
+    `tfp_adaptive.core.mean_force.Shift`, and with `predictions`,
+    ``'predictions'`` to theirs (its ``coordinate`` the prediction's flat
+    index).
+
+  Raises:
+    TypeError: `predictions` is not callable.
 
   Example:
     >>> samples = tfp.mcmc.sample_chain(2000, state, kernel=kernel,
@@ -85,10 +107,14 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
   validation.check_bool('warn', warn)
   validation.check_int('max_draws', max_draws, low=4)
   validation.check_number('tolerance', tolerance, low=0., low_open=True)
+  validation.check_optional_callable(
+      'predictions', predictions,
+      'a callable taking the state parts and returning a Tensor')
   parts = [tf.convert_to_tensor(p) for p in kernel_lib.as_list(samples)]
   n = int(parts[0].shape[0])
   keep = np.unique(np.linspace(0, n - 1, min(n, max_draws)).round().astype(int))
-  inner, parts = _sampled_space(kernel, [tf.gather(p, keep) for p in parts])
+  inner, parts, to_outer = _sampled_space(kernel, [tf.gather(p, keep)
+                                                   for p in parts])
   virials, shared, grads = _virials(inner.target_log_prob_fn, parts, seed)
   sizes = [_event_size(p, v) for p, v in zip(parts, virials)]
   readings = {'overall': temperature_lib.read(np.sum(virials, 0), sum(sizes),
@@ -102,6 +128,13 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
   if curvature is not None:
     readings['laplacian'] = temperature_lib.read_ratio(
         curvature[0], curvature[1], sum(sizes), shared)
+  tau = float(inner.parameters.get('temperature', 1.))
+  predicted = None
+  if predictions is not None:
+    predicted = prediction_force.read(
+        *_prediction_terms(predictions, to_outer, parts, grads, seed,
+                           virials[0].ndim - 1), temperature=tau,
+        shared_noise=shared)
   if warn:
     ours = isinstance(inner, kernel_lib.AdaptiveSGMCMC)
     params = inner.parameters
@@ -109,14 +142,20 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
     gamma = params.get('gamma', 'none')
     where = lambda key: _WHERE.get(key, 'state part %s' % key)
     messages = list(temperature_lib.advice_per_part(
-        readings, 'overall', where, float(params.get('temperature', 1.)),
-        'step_size', adaptive=adaptive, gamma=gamma, tolerance=tolerance,
+        readings, 'overall', where, tau, 'step_size', adaptive=adaptive, gamma=gamma, tolerance=tolerance,
         extra_wholes=('laplacian',)).values())
     messages += mean_force.advice_per_part(
         shifts, readings['overall'], where, 'step_size', adaptive, gamma)
+    if predicted is not None:
+      messages += mean_force.advice_per_part(
+          {0: predicted}, readings['overall'],
+          lambda _: 'the predictions', 'step_size', adaptive, gamma,
+          formula=prediction_force.FORMULA, item='prediction')
     for message in messages:
       warnings.warn('%s: %s' % (type(inner).__name__, message))
   readings['mean_force'] = shifts
+  if predicted is not None:
+    readings['predictions'] = predicted
   return readings
 
 
@@ -132,31 +171,42 @@ _WHERE = {'overall': 'the whole state',
 
 
 def _sampled_space(kernel, parts):
-  """The kernel that holds the sampled target, and `parts` mapped into its space.
+  """The kernel that holds the sampled target, `parts` mapped into its space, and the map back.
 
   Walks wrappers down to the first kernel with a ``target_log_prob_fn``,
   through each `tfp.mcmc.TransformedTransitionKernel`'s inverse. Such a
   kernel runs a copy of its inner kernel whose target is the transformed
   density; that copy (TFP's ``_inner_kernel``, not the ``inner_kernel`` it
-  was given) holds the target the chain samples.
+  was given) holds the target the chain samples. The map back takes parts
+  of that space to the space of the given `parts` (the bijectors'
+  forwards, innermost first).
   """
-  given = kernel
+  given, bijectors_seen = kernel, []
   while kernel is not None and not hasattr(kernel, 'target_log_prob_fn'):
     if isinstance(kernel, tfp.mcmc.TransformedTransitionKernel):
-      bijectors = kernel.bijector
-      if isinstance(bijectors, (list, tuple)):
-        parts = [b.inverse(p) for b, p in zip(bijectors, parts)]
-      elif len(parts) == 1:
-        parts = [bijectors.inverse(parts[0])]
-      else:
-        parts = kernel_lib.as_list(bijectors.inverse(parts))
+      bijectors_seen.append(kernel.bijector)
+      parts = _through(kernel.bijector, parts, 'inverse')
       kernel = kernel._inner_kernel  # pylint: disable=protected-access
     else:
       kernel = getattr(kernel, 'inner_kernel', None)
   if kernel is None:
     raise TypeError('`kernel` must have, or wrap a kernel that has, a '
                     '`target_log_prob_fn`. Received: %r' % (given,))
-  return kernel, parts
+
+  def to_outer(inner_parts):
+    for bijectors in reversed(bijectors_seen):
+      inner_parts = _through(bijectors, inner_parts, 'forward')
+    return inner_parts
+  return kernel, parts, to_outer
+
+
+def _through(bijectors, parts, direction):
+  """`parts` through a `TransformedTransitionKernel`'s bijector(s), ``'forward'`` or ``'inverse'``."""
+  if isinstance(bijectors, (list, tuple)):
+    return [getattr(b, direction)(p) for b, p in zip(bijectors, parts)]
+  if len(parts) == 1:
+    return [getattr(bijectors, direction)(parts[0])]
+  return kernel_lib.as_list(getattr(bijectors, direction)(parts))
 
 
 def _draw_seeds(target_log_prob_fn, parts, seed):
@@ -224,22 +274,14 @@ def _laplacian_terms(target_log_prob_fn, parts, grads, seed, chain_ndims):
   the target has no gradient there.
   """
   needs_seed, seeds = _draw_seeds(target_log_prob_fn, parts, seed)
-  scales = []
-  for p in parts:  # ε: a hundredth of the part's rms spread over the draws.
-    x = np.asarray(p, np.float64)
-    rows = int(np.prod(x.shape[:1 + chain_ndims]))
-    spread = float(np.sqrt(np.mean(np.var(x.reshape(rows, -1), 0))))
-    scales.append(1e-2 * spread if spread > 0. else 1e-2)
+  scales = _spread_scales(parts, chain_ndims)
 
   def terms_of(draws, grads, seeds):
     def one(args):
       state, g, s = args
       s_probe, s_one, s_two = tf.unstack(
           tf.random.experimental.stateless_split(s, 3))
-      probes = [tf.cast(2 * tf.random.stateless_uniform(
-          tf.shape(p), seed=tfp.random.split_seed(s_probe, len(state))[k],
-          minval=0, maxval=2, dtype=tf.int32) - 1, p.dtype)
-                for k, p in enumerate(state)]
+      probes = _rademacher(state, s_probe)
       up, lp = _gradient(target_log_prob_fn, [
           p + tf.cast(e, p.dtype) * z for p, z, e in zip(state, probes, scales)],
                          s_one, needs_seed)
@@ -265,6 +307,74 @@ def _laplacian_terms(target_log_prob_fn, parts, grads, seed, chain_ndims):
           tf.errors.InvalidArgumentError):  # No gradient there.
     return None
   return np.asarray(squared, np.float64), np.asarray(laplacian, np.float64)
+
+
+def _rademacher(parts, seed):
+  """One ±1 probe per part of `parts`, from a stateless `seed`."""
+  seeds = tfp.random.split_seed(seed, len(parts))
+  return [tf.cast(2 * tf.random.stateless_uniform(
+      tf.shape(p), seed=s, minval=0, maxval=2, dtype=tf.int32) - 1, p.dtype)
+          for p, s in zip(parts, seeds)]
+
+
+def _spread_scales(parts, chain_ndims):
+  """Per part, a hundredth of its rms spread over the draws and chains: the second differences' step."""
+  scales = []
+  for p in parts:
+    x = np.asarray(p, np.float64)
+    rows = int(np.prod(x.shape[:1 + chain_ndims]))
+    spread = float(np.sqrt(np.mean(np.var(x.reshape(rows, -1), 0))))
+    scales.append(1e-2 * spread if spread > 0. else 1e-2)
+  return scales
+
+
+def _prediction_terms(predictions, to_outer, parts, grads, seed, chain_ndims):
+  """``[draws, chains, K]`` arrays of the predictions, ``∇f·∇U``, a Hutchinson ``Δf`` and an estimate of ``|∇f|²``.
+
+  Forward mode, one evaluation of `predictions` each: ``∇f·∇U`` along
+  ``−grads`` (the virial pass's ``∇log p``); per probe ``z``, ``∇f·z``
+  (whose square estimates ``|∇f|²``) and the difference of
+  ``∇f·(E⁻¹z)`` at ``θ ± Ez`` (``E``: each part's step, `_spread_scales`),
+  whose half is unbiased for ``Δf`` (the parts' cross terms vanish on
+  average) and, as a difference, counts kinks. `parts` and `grads` are
+  in the sampled space; `to_outer` maps them to the space `predictions`
+  takes.
+  """
+  scales = _spread_scales(parts, chain_ndims)
+  seeds = tf.random.experimental.stateless_split(
+      tfp.random.sanitize_seed(seed), int(parts[0].shape[0]))
+
+  def along(state, tangents):
+    with tf.autodiff.ForwardAccumulator(state, tangents) as acc:
+      f = tf.convert_to_tensor(predictions(*to_outer(list(state))))
+    jvp = acc.jvp(f, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    flat = lambda x: tf.reshape(x, tf.concat(
+        [tf.shape(f)[:chain_ndims], [-1]], 0))
+    return flat(f), flat(jvp)
+
+  def terms_of(draws, grads, seeds):
+    def one(args):
+      state, g, s = args
+      f, force = along(state, [-x for x in g])
+      laplacian, squared = tf.zeros_like(f), tf.zeros_like(f)
+      for probe_seed in tf.unstack(tf.random.experimental.stateless_split(
+          s, prediction_force.PROBES)):
+        z = _rademacher(state, probe_seed)
+        steps = [tf.cast(e, p.dtype) * zk for p, zk, e in zip(state, z, scales)]
+        scaled = [zk / tf.cast(e, zk.dtype) for zk, e in zip(z, scales)]
+        here = along(state, z)[1]
+        up = along([p + d for p, d in zip(state, steps)], scaled)[1]
+        down = along([p - d for p, d in zip(state, steps)], scaled)[1]
+        laplacian += (up - down) / 2.
+        squared += here * here
+      return (f, force, laplacian / prediction_force.PROBES,
+              squared / prediction_force.PROBES)
+    return tf.map_fn(one, (draws, grads, seeds),
+                     fn_output_signature=(draws[0].dtype,) * 4)
+  out = _compat.quiet_function(terms_of, False)(parts, list(grads), seeds)
+  rows = lambda x: np.asarray(x, np.float64).reshape(
+      x.shape[0], -1, x.shape[-1])
+  return [rows(x) for x in out]
 
 
 def _event_size(part, virial):
