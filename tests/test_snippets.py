@@ -45,8 +45,8 @@ _UNSETTLED = 'SampleCollector: the configurational temperature'
 # Warnings a snippet exists to show: PSIS-LOO's Pareto-k diagnostic reports
 # on the user's model and data (the guide says how to read it), and so does
 # the members' temperature (here of a 10-epoch run, which has not settled).
-EXPECTED = {'docs/guides/diagnostics.md#4': ('Pareto distribution',),
-            'docs/guides/diagnostics.md#2': (
+EXPECTED = {'docs/guides/diagnostics.md#5': ('Pareto distribution',),
+            'docs/guides/diagnostics.md#3': (
                 'BayesianEnsemble.check_temperature',),
             'docs/guides/keras.md#1': ('BayesianEnsemble.check_temperature',),
             # The warm start leaves the prior's directions at Adam's scale;

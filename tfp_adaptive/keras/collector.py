@@ -91,8 +91,10 @@ class SampleCollector(keras.callbacks.Callback):
       (`BayesianEnsemble.check_temperature`, kept in `member_readings`),
       with a warning when a reading is off. The Laplacian form sees the
       heat of the stiff directions that set the predictions, which the
-      per-epoch reading averages away. It costs three passes over the data
-      for each of at most 128 members.
+      per-epoch reading averages away; the mean force of each layer and
+      the force along the model's outputs at 64 of the rows read whether
+      the members sit where the posterior does. It costs three passes over
+      the data for each of at most 128 members.
 
   With a sampler of `tfp_adaptive.keras.optimizers`, each epoch also logs
   the run's regime numbers ``drift_ratio``, ``gamma_ratio`` and ``lag``
