@@ -144,6 +144,17 @@ def test_predictions_must_be_callable():
                     10, predictions=[1.])
 
 
+@pytest.mark.parametrize('kernel, check', [
+    (tfa.mcmc.SGLD(lambda x: -x ** 2, 0.1), False),
+    (tfp.mcmc.RandomWalkMetropolis(lambda x: -x ** 2), True)])
+def test_predictions_that_would_not_be_read_are_refused(kernel, check):
+  """`sample` reads predictions with its temperature check, which runs for
+  our kernels: given predictions it would not read, it says so."""
+  with pytest.raises(ValueError, match='`predictions`.*check_temperature'):
+    tfa.mcmc.sample(kernel, tf.zeros([2]), 10, check_temperature=check,
+                    predictions=tf.tanh, progress=False)
+
+
 def test_sample_reads_the_predictions_it_is_given():
   """`tfa.mcmc.sample(..., predictions=f)` reads them at the end: a step too
   long for a stiff coordinate moves nothing here (a Gaussian's SGLD mean is

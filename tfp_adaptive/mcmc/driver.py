@@ -227,8 +227,10 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
       keep it within a tenth of the run's gradients.
     predictions: optional callable of the state parts returning smooth
       predictions ``[chains..., K...]`` (a network's logits at some
-      inputs); with `check_temperature`, the force along them is read and
-      warned on too (`check_temperature`'s `predictions`).
+      inputs): the force along them is read and warned on with the
+      temperature (`check_temperature`'s `predictions`); needs
+      ``check_temperature=True`` and one of our kernels (`ValueError`
+      otherwise).
 
   Returns:
     ``(samples, trace, final_kernel_results)`` (trace is `None` without
@@ -246,6 +248,14 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
   validation.check_optional_callable(
       'predictions', predictions,
       'a callable taking the state parts and returning a Tensor')
+  if predictions is not None and not (
+      check_temperature and kernel_lib.sampler_in(kernel) is not None):
+    raise ValueError(
+        '`predictions` are read at the end of the run with the temperature, '
+        'which needs check_temperature=True and one of our kernels. '
+        'Received: check_temperature=%r, kernel=%s. For another kernel, call '
+        'tfa.mcmc.check_temperature(kernel, samples, predictions=...) after '
+        'the run.' % (check_temperature, type(kernel).__name__))
   seed = tfp.random.sanitize_seed(seed)
   key = ('sample', trace_fn, num_steps_between_results, jit_compile)
   runners = _RUNNERS.setdefault(kernel, {})
