@@ -192,6 +192,10 @@ def test_subclassed_model_and_datasets_read_per_layer():
   assert set(again['mean_force']) == layers
   # 64 rows of the data, two logits each.
   assert again['predictions'].size == 128, again['predictions']
+  # Or the inputs of a dataset: two batches of 20 rows.
+  inputs = data.map(lambda a, b: a).take(2)
+  assert collector.ensemble.check_temperature(
+      data, warn=False, prediction_inputs=inputs)['predictions'].size == 80
   for key, r in again.items():
     if key == 'mean_force':
       for layer, shift in r.items():

@@ -43,7 +43,7 @@ import numpy as np
 
 from tfp_adaptive.core import mean_force
 
-__all__ = ['FORMULA', 'PROBES', 'read']
+__all__ = ['FORMULA', 'PROBES', 'probe_terms', 'read']
 
 #: Rademacher probes per draw for the Hutchinson ``Δf``.
 PROBES = 4
@@ -83,3 +83,34 @@ def read(values, force, laplacian, squared, temperature=1.,
   return mean_force.read((n - temperature * lap) / scale,
                          spreads=f.reshape(-1, size).std(0),
                          shared_noise=shared_noise)
+
+
+def probe_terms(derivative, probes, steps):
+  """Hutchinson estimates of ``Δf`` and of ``|∇f|²``, averaged over `probes`.
+
+  Per probe ``z`` (a list of ±1 arrays, one per part of the state):
+  ``(∇f·z)²``, unbiased for ``|∇f|²``, and half the difference of
+  ``∇f·(E⁻¹z)`` at ``θ ± Ez``, ``E`` each part's step in `steps`. That
+  difference is ``zᵀ∇²f z`` to second order (the parts' cross terms vanish
+  on average over ``z``), and as a difference rather than a second
+  derivative it counts the curvature of kinks crossed within ``±Ez``.
+
+  Args:
+    derivative: ``(offsets, tangents) -> ∇f·tangents`` at ``θ + offsets``
+      (``offsets`` `None`: at ``θ``), lists over the parts; TF tensors or
+      NumPy arrays alike.
+    probes: list of probes, each a list over the parts.
+    steps: per part, the step ``ε`` (a hundredth of its spread).
+
+  Returns:
+    ``(laplacian, squared)``, each shaped as `derivative`'s result.
+  """
+  laplacian = squared = 0.
+  for z in probes:
+    here = derivative(None, z)
+    scaled = [zk / e for zk, e in zip(z, steps)]
+    up = derivative([e * zk for zk, e in zip(z, steps)], scaled)
+    down = derivative([-e * zk for zk, e in zip(z, steps)], scaled)
+    laplacian += (up - down) / 2.
+    squared += here * here
+  return laplacian / len(probes), squared / len(probes)

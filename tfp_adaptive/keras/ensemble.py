@@ -256,8 +256,9 @@ class BayesianEnsemble(object):
         ``learning_rate``.
       tolerance: relative tolerance on the temperature (0.1: sds 5% off).
       batch_size: rows per pass (default 1024).
-      prediction_inputs: inputs whose outputs are read (default: 64 rows of
-        `x`, evenly spaced); every output of every row is a prediction.
+      prediction_inputs: inputs whose outputs are read, as `x` takes them
+        (default: 64 rows of `x`, evenly spaced); every output of every row
+        is a prediction.
 
     Returns:
       dict: ``'overall'``, each layer's name and ``'laplacian'`` to
@@ -276,6 +277,8 @@ class BayesianEnsemble(object):
     if y is None:
       raise ValueError('`check_temperature` needs targets: pass `y`, or a '
                        'dataset of (x, y) pairs.')
+    if prediction_inputs is not None:  # Inputs alone, or (x, y) pairs.
+      prediction_inputs = as_arrays(prediction_inputs)[0]
     return ensemble_temperature.read_members(
         self, x, y, max_members, seed, warn, tolerance, batch_size,
         who='BayesianEnsemble.check_temperature',

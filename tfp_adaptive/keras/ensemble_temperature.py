@@ -172,29 +172,24 @@ def _prediction_terms(along, variables, values, grads, steps, rng):
   """``[4, K]``: the outputs ``f``, ``∇f·∇U``, a Hutchinson ``Δf`` and an estimate of ``|∇f|²`` at one member.
 
   As the kernels' (`tfp_adaptive.mcmc.check_temperature`): forward mode
-  along ``∇U`` (`grads`), and per Rademacher probe ``z``, ``(∇f·z)²`` and
-  half the difference of ``∇f·(E⁻¹z)`` at ``θ ± Ez``, ``E`` each
-  variable's `steps`. The variables hold `values` on entry and on return.
+  along ``∇U`` (`grads`), and the probes' terms of
+  `tfp_adaptive.core.prediction_force.probe_terms`, with each variable's
+  `steps`. The variables hold `values` on entry and on return.
   """
-  f, force = along([tf.constant(g, v.dtype) for g, v in zip(grads, variables)])
-  laplacian, squared = np.zeros_like(f), np.zeros_like(f)
-  for _ in range(prediction_force.PROBES):
-    probes = [rng.choice([-1., 1.], size=v.shape) for v in variables]
-    scaled = [tf.constant(z / e, v.dtype)
-              for z, e, v in zip(probes, steps, variables)]
-    here = along([tf.constant(z, v.dtype)
-                  for z, v in zip(probes, variables)])[1]
-    shifted = []
-    for sign in (1., -1.):
-      for v, a, z, e in zip(variables, values, probes, steps):
-        v.assign(a + sign * e * z)
-      shifted.append(along(scaled)[1])
-    laplacian += (shifted[0] - shifted[1]) / 2.
-    squared += here * here
+  as_tensors = lambda arrays: [tf.constant(a, v.dtype)
+                               for a, v in zip(arrays, variables)]
+  f, force = along(as_tensors(grads))
+
+  def derivative(offsets, tangents):
+    for v, a, d in zip(variables, values, offsets or [0.] * len(values)):
+      v.assign(a + d)
+    return along(as_tensors(tangents))[1]
+  probes = [[rng.choice([-1., 1.], size=v.shape) for v in variables]
+            for _ in range(prediction_force.PROBES)]
+  laplacian, squared = prediction_force.probe_terms(derivative, probes, steps)
   for v, a in zip(variables, values):
     v.assign(a)
-  return (f, force, laplacian / prediction_force.PROBES,
-          squared / prediction_force.PROBES)
+  return f, force, laplacian, squared
 
 
 def _forward_function(model, variables, inputs):

@@ -332,13 +332,10 @@ def _prediction_terms(predictions, to_outer, parts, grads, seed, chain_ndims):
   """``[draws, chains, K]`` arrays of the predictions, ``∇f·∇U``, a Hutchinson ``Δf`` and an estimate of ``|∇f|²``.
 
   Forward mode, one evaluation of `predictions` each: ``∇f·∇U`` along
-  ``−grads`` (the virial pass's ``∇log p``); per probe ``z``, ``∇f·z``
-  (whose square estimates ``|∇f|²``) and the difference of
-  ``∇f·(E⁻¹z)`` at ``θ ± Ez`` (``E``: each part's step, `_spread_scales`),
-  whose half is unbiased for ``Δf`` (the parts' cross terms vanish on
-  average) and, as a difference, counts kinks. `parts` and `grads` are
-  in the sampled space; `to_outer` maps them to the space `predictions`
-  takes.
+  ``−grads`` (the virial pass's ``∇log p``), and the probes' terms of
+  `tfp_adaptive.core.prediction_force.probe_terms` (steps: a hundredth of
+  each part's spread, `_spread_scales`). `parts` and `grads` are in the
+  sampled space; `to_outer` maps them to the space `predictions` takes.
   """
   scales = _spread_scales(parts, chain_ndims)
   seeds = tf.random.experimental.stateless_split(
@@ -356,19 +353,16 @@ def _prediction_terms(predictions, to_outer, parts, grads, seed, chain_ndims):
     def one(args):
       state, g, s = args
       f, force = along(state, [-x for x in g])
-      laplacian, squared = tf.zeros_like(f), tf.zeros_like(f)
-      for probe_seed in tf.unstack(tf.random.experimental.stateless_split(
-          s, prediction_force.PROBES)):
-        z = _rademacher(state, probe_seed)
-        steps = [tf.cast(e, p.dtype) * zk for p, zk, e in zip(state, z, scales)]
-        scaled = [zk / tf.cast(e, zk.dtype) for zk, e in zip(z, scales)]
-        here = along(state, z)[1]
-        up = along([p + d for p, d in zip(state, steps)], scaled)[1]
-        down = along([p - d for p, d in zip(state, steps)], scaled)[1]
-        laplacian += (up - down) / 2.
-        squared += here * here
-      return (f, force, laplacian / prediction_force.PROBES,
-              squared / prediction_force.PROBES)
+
+      def derivative(offsets, tangents):
+        at = state if offsets is None else [
+            p + tf.cast(d, p.dtype) for p, d in zip(state, offsets)]
+        return along(at, tangents)[1]
+      probes = [_rademacher(state, probe_seed) for probe_seed in tf.unstack(
+          tf.random.experimental.stateless_split(s, prediction_force.PROBES))]
+      steps = [tf.cast(e, p.dtype) for p, e in zip(state, scales)]
+      return (f, force) + prediction_force.probe_terms(derivative, probes,
+                                                       steps)
     return tf.map_fn(one, (draws, grads, seeds),
                      fn_output_signature=(draws[0].dtype,) * 4)
   out = _compat.quiet_function(terms_of, False)(parts, list(grads), seeds)
