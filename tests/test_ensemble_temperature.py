@@ -257,3 +257,29 @@ def test_members_aside_from_the_posterior_are_told_by_their_mean_force(moved):
           and 'prediction %d ' % outputs.coordinate in said[1]), said
   for message, reading in zip(said, (shift, outputs)):
     assert ('above' if reading.shift > 0 else 'below') in message, said
+
+
+@pytest.mark.filterwarnings('ignore:.*default prior')
+def test_outputs_of_a_model_with_batch_norm_and_dropout_are_read_in_inference():
+  """keras.io's layers with state or randomness: the outputs are read at the
+  members' weights in inference mode (the moving statistics as the member
+  holds them, no dropout), so their reading is finite and repeatable."""
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(200, 5)).astype('float32')
+  y = (x[:, 0] > 0).astype('int32')
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([
+      keras.Input((5,)), keras.layers.Dense(8, activation='relu'),
+      keras.layers.BatchNormalization(), keras.layers.Dropout(0.3),
+      keras.layers.Dense(2)])
+  model.compile(tfa.keras.optimizers.SGLD(1e-4, data_size=200),
+                loss=keras.losses.SparseCategoricalCrossentropy(
+                    from_logits=True))
+  collector = tfa.keras.SampleCollector(burnin=5, unit='epoch',
+                                        check_temperature=False)
+  model.fit(x, y, batch_size=50, epochs=15, verbose=0, callbacks=[collector])
+  readings = [collector.ensemble.check_temperature(
+      x, y, warn=False, prediction_inputs=x[:16])['predictions']
+              for _ in range(2)]
+  assert readings[0].size == 32 and np.isfinite(readings[0].shift)
+  assert readings[0] == readings[1]

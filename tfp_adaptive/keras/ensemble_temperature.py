@@ -18,6 +18,7 @@ force along the model's outputs at some of the inputs
 predicts.
 """
 
+import inspect
 import warnings
 
 import numpy as np
@@ -81,7 +82,7 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
                       .astype(int))
     prediction_inputs = tf.nest.map_structure(lambda a: np.asarray(a)[every],
                                               x)
-  along = _forward_function(model, variables, prediction_inputs)
+  along = _forward_function(model, prediction_inputs)
   scale = float(opt.data_size) / n
 
   def full_gradient():
@@ -174,39 +175,51 @@ def _prediction_terms(along, variables, values, grads, steps, rng):
   As the kernels' (`tfp_adaptive.mcmc.check_temperature`): forward mode
   along ``∇U`` (`grads`), and the probes' terms of
   `tfp_adaptive.core.prediction_force.probe_terms`, with each variable's
-  `steps`. The variables hold `values` on entry and on return.
+  `steps`: one compiled call (`_forward_function`).
   """
   as_tensors = lambda arrays: [tf.constant(a, v.dtype)
                                for a, v in zip(arrays, variables)]
-  f, force = along(as_tensors(grads))
-
-  def derivative(offsets, tangents):
-    for v, a, d in zip(variables, values, offsets or [0.] * len(values)):
-      v.assign(a + d)
-    return along(as_tensors(tangents))[1]
-  probes = [[rng.choice([-1., 1.], size=v.shape) for v in variables]
+  probes = [as_tensors([rng.choice([-1., 1.], size=v.shape)
+                        for v in variables])
             for _ in range(prediction_force.PROBES)]
-  laplacian, squared = prediction_force.probe_terms(derivative, probes, steps)
-  for v, a in zip(variables, values):
-    v.assign(a)
-  return f, force, laplacian, squared
+  return tuple(t.numpy() for t in along(
+      as_tensors(values), as_tensors(grads), probes,
+      [tf.constant(e, v.dtype) for e, v in zip(steps, variables)]))
 
 
-def _forward_function(model, variables, inputs):
-  """``tangents -> (f, ∇f·tangents)``: the model's outputs at `inputs` (flat, float64) and their derivative along `tangents`, by forward mode."""
-  parts = [optimizer_base.backing_variable(v) for v in variables]
+def _forward_function(model, inputs):
+  """``(values, grads, probes, steps) -> (f, ∇f·∇U, Δf, |∇f|²)`` of the model's outputs at `inputs` (flat, float64), by forward mode.
+
+  The model is evaluated at the given weights (`stateless_call`), so the
+  probes' shifted weights need no assignment, and its non-trainable
+  weights are read when called.
+  """
   inputs = tf.nest.map_structure(tf.convert_to_tensor, inputs)
+  # `stateless_call` calls `call` itself, as written: `training` only if
+  # it takes it (layers within default to inference).
+  mode = ({'training': False}
+          if 'training' in inspect.signature(model.call).parameters else {})
+  flat = lambda xs: tf.concat([tf.reshape(tf.cast(a, tf.float64), [-1])
+                               for a in tf.nest.flatten(xs)], 0)
 
   @tf.function(autograph=False, reduce_retracing=True)
-  def along(tangents):
-    with tf.autodiff.ForwardAccumulator(parts, tangents) as acc:
-      outputs = tf.nest.flatten(model(inputs, training=False))
-    jvps = [acc.jvp(o, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-            for o in outputs]
-    flat = lambda xs: tf.concat([tf.reshape(tf.cast(a, tf.float64), [-1])
-                                 for a in xs], 0)
-    return flat(outputs), flat(jvps)
-  return lambda tangents: tuple(t.numpy() for t in along(tangents))
+  def terms(values, grads, probes, steps, fixed):
+    def along(at, tangents):
+      with tf.autodiff.ForwardAccumulator(at, tangents) as acc:
+        outputs, _ = model.stateless_call(at, fixed, inputs, **mode)
+      jvps = [acc.jvp(o, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+              for o in tf.nest.flatten(outputs)]
+      return flat(outputs), flat(jvps)
+
+    def derivative(offsets, tangents):
+      at = values if offsets is None else [a + d for a, d in
+                                           zip(values, offsets)]
+      return along(at, tangents)[1]
+    f, force = along(values, grads)
+    return (f, force) + prediction_force.probe_terms(derivative, probes,
+                                                     steps)
+  return lambda *args: terms(*args, [v.value for v in
+                                     model.non_trainable_variables])
 
 
 def _draws_by_chain(members, max_members):
