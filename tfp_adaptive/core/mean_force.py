@@ -198,13 +198,17 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
             'the second %.2g (%.1f standard errors apart). The chains are '
             'still moving: run longer, with a longer burn-in.'
             % (said, shift.first_half, shift.second_half, shift.drift_z))
-  exact_where = ('the curvature is diagonal' if item == 'coordinate' else
-                 'its gradient lies along a direction of the curvature')
+  if item == 'coordinate':
+    exact_where, besides = 'the curvature is diagonal', ''
+  else:  # A curved prediction also reads a spread that is off.
+    exact_where = ('it is linear in the state and its gradient lies along a '
+                   'direction of the curvature')
+    besides = ', or spread too wide or too narrow where it curves'
   text = ('%s: the chains sit about %.2g sds %s their target\'s mean along '
-          'it (where %s), or spend too long in a region on that side. Lower '
-          '`%s` about %.2gx (and run about as many times more steps).'
+          'it (where %s), or spend too long in a region on that side%s. '
+          'Lower `%s` about %.2gx (and run about as many times more steps).'
           % (said, abs(shift.shift), 'above' if shift.shift > 0 else 'below',
-             exact_where, step_name, abs(shift.shift) / tolerance))
+             exact_where, besides, step_name, abs(shift.shift) / tolerance))
   if adaptive and gamma != 'corrected':
     text += (" A metric that adapts without its Γ term shifts the mean by "
              "an amount that a smaller step does not remove: use "

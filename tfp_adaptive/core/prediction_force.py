@@ -23,7 +23,12 @@ it is the shift of ``f_j``'s mean in its sds where ``∇f_j`` lies along an
 eigendirection of a Gaussian target's curvature (for a linear ``f`` the
 ``Δf`` term vanishes and this is exactly the mean force along ``∇f``).
 The Laplacian term is essential for a curved ``f``: a network's logits
-are, and ``∇f·∇U`` alone does not average to 0 at the target.
+are, and ``∇f·∇U`` alone does not average to 0 at the target. For a
+curved ``f`` the reading also moves with the spread: on a Gaussian
+target with curvature ``H`` and ``f = θᵀAθ/2``, a chain whose covariance
+is ``Σ_s`` reads ``tr(A(HΣ_s − τI))`` in the numerator, so a chain too hot
+where ``f`` curves is off balance along ``f`` even with its mean right.
+Either way the chain is off its target along what it predicts.
 
 The terms come from forward-mode derivatives of the predictions, each a
 forward pass over the prediction inputs: ``∇f·∇U`` along the gradient
