@@ -589,7 +589,7 @@ def main():
           '(`SampleCollector(training_data=(x, y))`), and the temperatures '
           'are its members\' (the empirical one, of the first chain\'s '
           'members). "live": the reading in `fit` of the first chain '
-          '(`SamplerMonitor`, as the collector\'s own), which reads its '
+          '(`SampleCollector.live_readings`), which reads its '
           'empirical temperature within 10%% (as above) in %d of these %d '
           'runs; it takes the step\'s own heating out (guide "Reading the '
           'diagnostics") and cannot see heat, which the members\' reading '

@@ -61,8 +61,8 @@ def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS):
   """``(members [n, 4], said {'live': [...], 'members': [...]}, readings, seconds)`` of one chain.
 
   `readings`: the members' (`BayesianEnsemble.check_temperature`), and
-  ``'live'``, the whole model's reading in `fit` (`SamplerMonitor`, which
-  stands in for the collector's own thermometer and reads alike).
+  ``'live'``, the whole model's reading in `fit`
+  (`SampleCollector.live_readings`).
 
   An epoch is 100 steps: 5 reshuffled passes in batches of 50, or the
   full batch 100 times.
@@ -79,13 +79,11 @@ def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS):
   data = data.batch(batch_size).repeat()
   collector = tfa.keras.SampleCollector(burnin=epochs * steps // 4,
                                         thinning=THINNING)
-  # The collector's own thermometer, as a monitor whose readings are kept.
-  monitor = tfa.keras.SamplerMonitor(burnin_epochs=epochs // 4)
   t0 = time.time()
   with warnings.catch_warnings(record=True) as live:
     warnings.simplefilter('always')
     model.fit(data, steps_per_epoch=steps, epochs=epochs, verbose=0,
-              callbacks=[collector, monitor])
+              callbacks=[collector])
   seconds = time.time() - t0
   # What `SampleCollector(training_data=(x, y))` reads at the end of `fit`.
   with warnings.catch_warnings(record=True) as read:
@@ -98,7 +96,7 @@ def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS):
   members = np.stack([np.concatenate([m.weights[0].ravel(),
                                       m.weights[1].ravel()])
                       for m in collector.members])
-  readings['live'] = monitor.readings.get('temperature')
+  readings['live'] = collector.live_readings.get('temperature')
   return members, said, readings, seconds
 
 

@@ -152,6 +152,8 @@ def test_members_read_the_heat_of_reshuffled_minibatches():
   hot = [m for m in said['members'] if 'configurational temperature' in m
          and 'Lower `learning_rate`' in m]
   assert hot, said
+  live = readings['live']  # `SampleCollector.live_readings`.
+  assert abs(live.temperature - 1.) < 0.1 + 3. * live.standard_error, live
 
 
 class Classifier(keras.Model):
@@ -277,7 +279,7 @@ def test_outputs_of_a_model_with_batch_norm_and_dropout_are_read_in_inference():
                     from_logits=True))
   collector = tfa.keras.SampleCollector(burnin=5, unit='epoch',
                                         check_temperature=False)
-  model.fit(x, y, batch_size=50, epochs=15, verbose=0, callbacks=[collector])
+  model.fit(x, y, batch_size=50, epochs=9, verbose=0, callbacks=[collector])
   readings = [collector.ensemble.check_temperature(
       x, y, warn=False, prediction_inputs=x[:16])['predictions']
               for _ in range(2)]

@@ -170,7 +170,7 @@ def test_sample_reads_the_predictions_it_is_given():
     warnings.simplefilter('always')
     tfa.mcmc.sample(tfa.mcmc.SGLD(lambda x: tf.reduce_sum(target(x), -1),
                                   0.05),
-                    tf.zeros([16, 2]), 2000, num_burnin_steps=500,
+                    tf.zeros([16, 2]), 500, num_burnin_steps=200,
                     seed=(1, 2), progress=False, predictions=predictions)
   assert calls
   assert not [w for w in caught if 'predictions' in str(w.message)]

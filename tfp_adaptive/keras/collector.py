@@ -114,6 +114,10 @@ class SampleCollector(keras.callbacks.Callback):
     members: the kept samples, a list of `Member`.
     member_readings: with `training_data`, the members' readings at the
       end of `fit` (`BayesianEnsemble.check_temperature`), else `None`.
+    live_readings: the reading in `fit` (with `check_temperature`), at
+      the end of `fit`: ``{'temperature': Reading}`` for the whole model,
+      empty when the run was too short to read or a `SamplerMonitor` in
+      the same `fit` read it (its ``readings``).
     num_nonfinite: optimizer steps skipped as non-finite during `fit`.
     num_skipped: due samples not taken (non-finite or repeated weights).
   """
@@ -262,6 +266,13 @@ class SampleCollector(keras.callbacks.Callback):
           'Lower `burnin` (with unit=%r) or train for longer.'
           % (self.unit, end, self.unit, first, self.burnin, self.thinning,
              self.unit))
+
+  @property
+  def live_readings(self):
+    """See the class docstring."""
+    if self._thermometer is None:
+      return {}
+    return dict(self._thermometer.readings)
 
   @property
   def _writing(self):
