@@ -114,10 +114,6 @@ class SampleCollector(keras.callbacks.Callback):
     members: the kept samples, a list of `Member`.
     member_readings: with `training_data`, the members' readings at the
       end of `fit` (`BayesianEnsemble.check_temperature`), else `None`.
-    live_readings: the reading in `fit` (with `check_temperature`), at
-      the end of `fit`: ``{'temperature': Reading}`` for the whole model,
-      empty when the run was too short to read or a `SamplerMonitor` in
-      the same `fit` read it (its ``readings``).
     num_nonfinite: optimizer steps skipped as non-finite during `fit`.
     num_skipped: due samples not taken (non-finite or repeated weights).
   """
@@ -269,7 +265,12 @@ class SampleCollector(keras.callbacks.Callback):
 
   @property
   def live_readings(self):
-    """See the class docstring."""
+    """The reading in `fit` at its end (with `check_temperature`).
+
+    ``{'temperature': Reading}`` for the whole model, empty when the run
+    was too short to read or a `SamplerMonitor` in the same `fit` read it
+    (its ``readings``).
+    """
     if self._thermometer is None:
       return {}
     return dict(self._thermometer.readings)
