@@ -56,17 +56,20 @@ def _draws(moved=0., seed=1):
   return [tf.constant(theta, tf.float32), tf.constant(scale, tf.float32)]
 
 
-def _read(draws):
+def _read(draws, predictions=_predictions):
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     readings = tfa.mcmc.check_temperature(
-        _kernel(), draws, predictions=_predictions, seed=(2, 3))
+        _kernel(), draws, predictions=predictions, seed=(2, 3))
   return readings, [str(w.message) for w in caught
                     if issubclass(w.category, UserWarning)]
 
 
-def test_exact_draws_balance_and_are_silent():
-  readings, said = _read(_draws())
+@pytest.mark.parametrize('dtype', [tf.float32, tf.float64])
+def test_exact_draws_balance_and_are_silent(dtype):
+  """Whatever the predictions' dtype."""
+  readings, said = _read(_draws(), lambda *parts: tf.cast(
+      _predictions(*parts), dtype))
   force = readings['predictions']
   assert force.size == K and force.interval_z == mean_force.interval_z(K)
   assert abs(force.shift) < force.interval_z * force.standard_error, force

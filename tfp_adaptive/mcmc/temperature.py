@@ -345,8 +345,9 @@ def _prediction_terms(predictions, to_outer, parts, grads, seed, chain_ndims):
     with tf.autodiff.ForwardAccumulator(state, tangents) as acc:
       f = tf.convert_to_tensor(predictions(*to_outer(list(state))))
     jvp = acc.jvp(f, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    flat = lambda x: tf.reshape(x, tf.concat(
-        [tf.shape(f)[:chain_ndims], [-1]], 0))
+    # [chains..., K], in the state's dtype (`map_fn`'s signature).
+    flat = lambda x: tf.cast(tf.reshape(x, tf.concat(
+        [tf.shape(f)[:chain_ndims], [-1]], 0)), state[0].dtype)
     return flat(f), flat(jvp)
 
   def terms_of(draws, grads, seeds):
