@@ -10,8 +10,8 @@ uninterrupted run (CPU, ``shuffle=False``), with the seeds fixed and with
 no seed at all (the resumed runs take the one the run recorded). A second
 soak has a reader loading the directory throughout: every load returns
 the members of one committed manifest. `TFPA_KILLS` sets the number of
-kills (default 8, a third of them and at least 6 for the second soak:
-14 kills in CI; the slow runs use hundreds).
+kills (default 6, a third of them and at least 6 for the second soak:
+12 kills in CI; the slow runs use hundreds).
 """
 
 import os
@@ -34,7 +34,7 @@ from tests.keras_resume_run import FIXED
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-KILLS = int(os.environ.get('TFPA_KILLS', '8'))
+KILLS = int(os.environ.get('TFPA_KILLS', '6'))
 
 
 def _epochs(kills):

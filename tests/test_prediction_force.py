@@ -23,7 +23,7 @@ from tfp_adaptive.core import prediction_force
 from tfp_adaptive.mcmc import temperature as temperature_mcmc
 
 tfd = tfp.distributions
-D, K, DRAWS, CHAINS = 12, 8, 256, 64
+D, K, DRAWS, CHAINS = 12, 8, 128, 64
 SDS = np.linspace(0.5, 2., D)
 MEANS = np.linspace(-1., 1., D)
 LOG_SCALE_MEAN, LOG_SCALE_SD = 0.3, 0.5
