@@ -103,7 +103,8 @@ def test_the_laplacian_is_the_analytic_one_and_is_needed():
   grads = [tf.convert_to_tensor(g) for g in temperature_mcmc._virials(  # pylint: disable=protected-access
       inner.target_log_prob_fn, parts, (2, 3))[2]]
   f, force, laplacian, squared = temperature_mcmc._prediction_terms(  # pylint: disable=protected-access
-      _predictions, to_outer, parts, grads, (4, 5), 1)
+      _predictions, to_outer, parts, grads, (4, 5), 1,
+      temperature_mcmc._spread_scales(parts, 1))  # pylint: disable=protected-access
   tanh = f  # The predictions are the tanh themselves.
   analytic = ((np.sum(W.astype(np.float64) ** 2, 0) / 16. + C ** 2)
               * (-2. * tanh * (1. - tanh ** 2)))

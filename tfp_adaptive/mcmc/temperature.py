@@ -123,8 +123,11 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
     readings[k] = temperature_lib.read(v, size, shared)
   shifts = {k: mean_force.read(-_blocks(g, v.ndim), _blocks(p, v.ndim), shared)
             for k, (p, g, v) in enumerate(zip(parts, grads, virials))}
+  chain_ndims = virials[0].ndim - 1
+  # The second differences' steps, for the Laplacian and the predictions.
+  scales = _spread_scales(parts, chain_ndims)
   curvature = _laplacian_terms(inner.target_log_prob_fn, parts, grads, seed,
-                               virials[0].ndim - 1)
+                               scales)
   if curvature is not None:
     readings['laplacian'] = temperature_lib.read_ratio(
         curvature[0], curvature[1], sum(sizes), shared)
@@ -133,7 +136,7 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
   if predictions is not None:
     predicted = prediction_force.read(
         *_prediction_terms(predictions, to_outer, parts, grads, seed,
-                           virials[0].ndim - 1), temperature=tau,
+                           chain_ndims, scales), temperature=tau,
         shared_noise=shared)
   if warn:
     ours = isinstance(inner, kernel_lib.AdaptiveSGMCMC)
@@ -258,7 +261,7 @@ def _virials(target_log_prob_fn, parts, seed):
   return out, needs_seed, grads
 
 
-def _laplacian_terms(target_log_prob_fn, parts, grads, seed, chain_ndims):
+def _laplacian_terms(target_log_prob_fn, parts, grads, seed, scales):
   """``[draws, chains...]`` arrays of ``|∇U|²`` and of a Hutchinson ``ΔU`` over the whole state, or `None`.
 
   A stochastic target (one that takes a seed) gives ``∇Û₁·∇Û₂`` from two
@@ -270,11 +273,10 @@ def _laplacian_terms(target_log_prob_fn, parts, grads, seed, chain_ndims):
   the curvature of a kink (a Laplace prior's ``|θ|``, a ReLU), which
   crossing it within ``±εz`` brings in with the right weight on average.
   `grads`: the virial pass's gradients at `parts` (``∇Û₁``, reused);
-  `chain_ndims`: the number of chain axes after the draws'. `None` when
+  `scales`: each part's step ``ε`` (`_spread_scales`). `None` when
   the target has no gradient there.
   """
   needs_seed, seeds = _draw_seeds(target_log_prob_fn, parts, seed)
-  scales = _spread_scales(parts, chain_ndims)
 
   def terms_of(draws, grads, seeds):
     def one(args):
@@ -328,16 +330,17 @@ def _spread_scales(parts, chain_ndims):
   return scales
 
 
-def _prediction_terms(predictions, to_outer, parts, grads, seed, chain_ndims):
+def _prediction_terms(predictions, to_outer, parts, grads, seed, chain_ndims,
+                      scales):
   """``[draws, chains, K]`` arrays of the predictions, ``∇f·∇U``, a Hutchinson ``Δf`` and an estimate of ``|∇f|²``.
 
   Forward mode, one evaluation of `predictions` each: ``∇f·∇U`` along
   ``−grads`` (the virial pass's ``∇log p``), and the probes' terms of
   `tfp_adaptive.core.prediction_force.probe_terms` (steps: a hundredth of
   each part's spread, `_spread_scales`). `parts` and `grads` are in the
-  sampled space; `to_outer` maps them to the space `predictions` takes.
+  sampled space; `to_outer` maps them to the space `predictions` takes;
+  `chain_ndims`: the number of chain axes after the draws'.
   """
-  scales = _spread_scales(parts, chain_ndims)
   seeds = tf.random.experimental.stateless_split(
       tfp.random.sanitize_seed(seed), int(parts[0].shape[0]))
 
