@@ -285,3 +285,37 @@ def test_outputs_of_a_model_with_batch_norm_and_dropout_are_read_in_inference():
               for _ in range(2)]
   assert readings[0].size == 32 and np.isfinite(readings[0].shift)
   assert readings[0] == readings[1]
+
+
+@pytest.mark.filterwarnings('ignore:.*default prior')
+def test_few_effective_members_of_a_large_model_are_not_read_cold():
+  """64 members of one chain, exact posterior draws of a 400-weight linear
+  regression but autocorrelated (AR(1), ρ = 0.8: about 7 effective
+  members). A centre taken from the members themselves would read about
+  ``1 − 1/ESS ≈ 0.86``; each half centred on the other half's mean reads
+  1 within three standard errors."""
+  n, d, rho = 800, 400, 0.8
+  rng = np.random.default_rng(2)
+  x = rng.normal(size=(n, d)).astype('float32')
+  y = (x @ rng.normal(size=(d, 1)) * 0.05 + rng.normal(size=(n, 1))).astype(
+      'float32')
+  model = keras.Sequential([keras.Input((d,)),
+                            keras.layers.Dense(1, use_bias=False)])
+  model.compile(tfa.keras.optimizers.SGLD(1e-5, data_size=n), loss='mse')
+  model.optimizer.build(model.trainable_variables)
+  precision = 2. * x.T.astype(np.float64) @ x + (d / 100.) * np.eye(d)
+  mean = np.linalg.solve(precision, 2. * x.T.astype(np.float64) @ y[:, 0])
+  root = np.linalg.inv(np.linalg.cholesky(precision)).T  # root·rootᵀ = Σ.
+  z = rng.normal(size=d)
+  members = []
+  for i in range(64):
+    z = rho * z + np.sqrt(1. - rho ** 2) * rng.normal(size=d)
+    w = mean + root @ z
+    members.append(tfa.keras.ensemble.Member(
+        i, 1e-5, [w[:, None].astype('float32')], None, chain=0))
+  with warnings.catch_warnings(record=True):
+    warnings.simplefilter('always')
+    reading = tfa.keras.BayesianEnsemble(model, members).check_temperature(
+        x, y, prediction_inputs=x[:4])['overall']
+  assert abs(reading.temperature - 1.) < 3. * reading.standard_error, reading
+  assert reading.standard_error < 0.04, reading

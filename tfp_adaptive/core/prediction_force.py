@@ -48,7 +48,8 @@ import numpy as np
 
 from tfp_adaptive.core import mean_force
 
-__all__ = ['FORMULA', 'PROBES', 'probe_terms', 'read']
+__all__ = ['FORMULA', 'PROBES', 'combine_probes', 'probe_points',
+           'probe_terms', 'read']
 
 #: Rademacher probes per draw for the Hutchinson ``Δf``.
 PROBES = 4
@@ -110,12 +111,28 @@ def probe_terms(derivative, probes, steps):
   Returns:
     ``(laplacian, squared)``, each shaped as `derivative`'s result.
   """
-  laplacian = squared = 0.
+  return combine_probes([derivative(offsets, tangents)
+                         for offsets, tangents in probe_points(probes,
+                                                               steps)])
+
+
+def probe_points(probes, steps):
+  """The ``(offsets, tangents)`` at which `probe_terms` takes ``∇f·tangents``, three per probe.
+
+  For callers that evaluate them all at once (stacked); `combine_probes`
+  turns the results, in this order, into `probe_terms`' pair.
+  """
+  points = []
   for z in probes:
-    here = derivative(None, z)
     scaled = [zk / e for zk, e in zip(z, steps)]
-    up = derivative([e * zk for zk, e in zip(z, steps)], scaled)
-    down = derivative([-e * zk for zk, e in zip(z, steps)], scaled)
-    laplacian += (up - down) / 2.
-    squared += here * here
-  return laplacian / len(probes), squared / len(probes)
+    points += [(None, z), ([e * zk for zk, e in zip(z, steps)], scaled),
+               ([-e * zk for zk, e in zip(z, steps)], scaled)]
+  return points
+
+
+def combine_probes(derivatives):
+  """``(laplacian, squared)`` from ``∇f·tangents`` at `probe_points`, in its order."""
+  here, up, down = derivatives[0::3], derivatives[1::3], derivatives[2::3]
+  laplacian = sum((u - d) / 2. for u, d in zip(up, down))
+  squared = sum(a * a for a in here)
+  return laplacian / len(here), squared / len(here)

@@ -20,8 +20,9 @@ Properties this module relies on (docs, guide "Diagnostics"):
   so ``(θ − c)·∇Û`` is an unbiased term of the same mean (only noisier).
 - The centre ``c`` changes the variance, not the mean. It should sit in
   the bulk of the chain without depending much on the states it centres:
-  the mean of all draws of many independent chains (kernels), or in Keras
-  the mean of the epochs before each block of epochs.
+  the mean of all draws of many independent chains (kernels), in Keras
+  the mean of the epochs before each block of epochs, and on an
+  ensemble's members the mean of the other half of the run's.
 - It is one number per block: sds too wide in some directions and too
   narrow in others can cancel. It misses that; it catches every bias that
   moves the spread of a block as a whole.

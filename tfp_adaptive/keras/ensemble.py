@@ -221,7 +221,9 @@ class BayesianEnsemble(object):
 
     The members are draws of the chain that ran, so the identities of the
     configurational temperature (docs, guide "Diagnostics") hold over them:
-    the virial ``⟨(θ − θ̄)·∇U⟩ / D`` per layer and for the whole model, and
+    the virial ``⟨(θ − c)·∇U⟩ / D`` per layer and for the whole model (the
+    members of each half of the run centred on the other half's mean, so
+    that a short run is not read cold by about ``1/ESS``), and
     the Laplacian form ``⟨|∇U|²⟩ / ⟨ΔU⟩`` (a second difference of the
     gradient along a random ±1 probe, per member), which weighs each direction by its
     curvature: the stiff directions that a learning rate too large heats

@@ -2,7 +2,8 @@
 
 The members a `SampleCollector` keeps are draws of the chain that `fit` ran,
 so the identities of `tfp_adaptive.core.temperature` hold over them: the
-virial ``⟨(θ − θ̄)·∇U⟩ = τD`` per layer and for the whole model, and the
+virial ``⟨(θ − c)·∇U⟩ = τD`` per layer and for the whole model (each half
+of the run centred on the other half's mean), and the
 Laplacian form ``⟨|∇U|²⟩ = τ⟨ΔU⟩``, which weighs each direction by its
 curvature and so reads the stiff directions that set the predictions.
 ``U`` is the energy the optimizer sampled: ``data_size`` times the compiled
@@ -57,20 +58,28 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
       'define the target)' % who)
   draws = _draws_by_chain(ensemble.members, max_members)
   chosen = [ensemble.members[i] for i in draws.reshape(-1)]
-  # The virial's centre, the mean of all the draws read (every chain's),
-  # each coordinate's spread, and each variable's, whose hundredth is the
-  # second difference's.
-  total = squares = None
-  for model in ensemble.iterate_members(x, chosen):
+  # The virial's centres: for the draws of each half of the run, the mean
+  # of the other half's (every chain's). A centre taken from the draws it
+  # centres lowers the reading by about 1/ESS, which a short run on a
+  # large model feels; the other half's mean hardly depends on them. Also
+  # each coordinate's spread over all the draws, and each variable's,
+  # whose hundredth is the second difference's.
+  later = np.arange(draws.shape[0]) >= draws.shape[0] // 2
+  halves = np.repeat(later, draws.shape[1]).astype(int)
+  total, count = [None, None], [0, 0]
+  squares = None
+  for model, half in zip(ensemble.iterate_members(x, chosen), halves):
     values = [np.asarray(v.numpy(), np.float64)
               for v in model.trainable_variables]
-    total = values if total is None else [t + a for t, a in
-                                          zip(total, values)]
+    total[half] = values if total[half] is None else [
+        t + a for t, a in zip(total[half], values)]
+    count[half] += 1
     squares = ([a * a for a in values] if squares is None else
                [q + a * a for q, a in zip(squares, values)])
-  centre = [t / len(chosen) for t in total]
+  mean = [(a + b) / len(chosen) for a, b in zip(*total)]
+  centres = [[t / count[1 - h] for t in total[1 - h]] for h in (0, 1)]
   spreads = [np.sqrt(np.maximum(q / len(chosen) - c * c, 0.)).reshape(-1)
-             for c, q in zip(centre, squares)]
+             for c, q in zip(mean, squares)]
   steps = []
   for spread in (float(np.sqrt(np.mean(s * s))) for s in spreads):
     steps.append(1e-2 * spread if spread > 0. else 1e-2)
@@ -121,8 +130,8 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
     # ΔU along the probe: a second difference of the gradient, which also
     # counts the curvature of kinks (ReLUs, an L1 regularizer).
     up, down = moved(values, probes, 1.), moved(values, probes, -1.)
-    virials[index] = [np.sum((a - c) * g)
-                      for a, c, g in zip(values, centre, grads)]
+    virials[index] = [np.sum((a - c) * g) for a, c, g in
+                      zip(values, centres[int(later[index[0]])], grads)]
     for gs, g in zip(series, grads):
       gs[index] = g.reshape(-1)
     squared[index] = sum(np.sum(g * g) for g in grads)
@@ -204,20 +213,27 @@ def _forward_function(model, inputs):
 
   @tf.function(autograph=False, reduce_retracing=True)
   def terms(values, grads, probes, steps, fixed):
-    def along(at, tangents):
+    # The thirteen forward passes (along ∇U, then the probes' points) as
+    # one traced pass mapped over them, stacked: a model traced once.
+    points = [(None, grads)] + prediction_force.probe_points(probes, steps)
+    stack = lambda rows: [tf.stack(list(r)) for r in zip(*rows)]
+    at = stack([values if offsets is None else
+                [a + d for a, d in zip(values, offsets)]
+                for offsets, _ in points])
+    tangents = stack([t for _, t in points])
+
+    def along(point):
+      at, tangents = point
       with tf.autodiff.ForwardAccumulator(at, tangents) as acc:
         outputs, _ = model.stateless_call(at, fixed, inputs, **mode)
       jvps = [acc.jvp(o, unconnected_gradients=tf.UnconnectedGradients.ZERO)
               for o in tf.nest.flatten(outputs)]
       return flat(outputs), flat(jvps)
 
-    def derivative(offsets, tangents):
-      at = values if offsets is None else [a + d for a, d in
-                                           zip(values, offsets)]
-      return along(at, tangents)[1]
-    f, force = along(values, grads)
-    return (f, force) + prediction_force.probe_terms(derivative, probes,
-                                                     steps)
+    f, derivatives = tf.map_fn(along, (at, tangents),
+                               fn_output_signature=(tf.float64, tf.float64))
+    return (f[0], derivatives[0]) + prediction_force.combine_probes(
+        tf.unstack(derivatives[1:]))
   return lambda *args: terms(*args, [v.value for v in
                                      model.non_trainable_variables])
 
