@@ -38,6 +38,8 @@ BENCHMARKS = [
     ('lecture_regression', [], 'Bayesian linear regression (exact posterior)'),
     ('regimes', [], 'Regimes: where the samplers are biased'),
     ('panel', [], 'The panel: runs off their target against the warnings'),
+    ('thermometer', [], 'The thermometer against the empirical temperature, '
+     'small and large models'),
     ('cyclical', [], 'Cyclical step sizes against a constant step'),
     ('calibration', [], 'Priors under the single-chain recipe'),
     ('quality', [], 'Ensemble quality against an Adam deep ensemble'),

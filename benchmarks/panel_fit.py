@@ -57,25 +57,29 @@ def regression():
   return x, y, precision, mean
 
 
-def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS):
-  """``(members [n, 4], said {'live': [...], 'members': [...]}, readings, seconds)`` of one chain.
+def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS, data=None,
+            steps=STEPS_PER_EPOCH):
+  """``(members [n, D], said {'live': [...], 'members': [...]}, readings, seconds)`` of one chain.
 
   `readings`: the members' (`BayesianEnsemble.check_temperature`), and
   ``'live'``, the whole model's reading in `fit`
-  (`SampleCollector.live_readings`).
+  (`SampleCollector.live_readings`). `data`: ``(x, y)``, by default
+  `regression`'s; the model is one `Dense` from ``x``'s columns to
+  ``y``'s, and a member's row its kernel (row-major), then its bias.
 
-  An epoch is 100 steps: 5 reshuffled passes in batches of 50, or the
-  full batch 100 times.
+  An epoch is `steps` steps: for `regression`, 5 reshuffled passes in
+  batches of 50, or the full batch 100 times.
   """
-  x, y, _, _ = regression()
+  x, y = regression()[:2] if data is None else data
+  n = len(x)
   keras.utils.set_random_seed(seed)
-  model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-  tfa.keras.priors.add_gaussian_prior(model, data_size=N, scale=1.)
-  steps = STEPS_PER_EPOCH
+  model = keras.Sequential([keras.Input((x.shape[1],)),
+                            keras.layers.Dense(y.shape[1])])
+  tfa.keras.priors.add_gaussian_prior(model, data_size=n, scale=1.)
   model.compile(optimizer, 'mse', steps_per_execution=THINNING)
   data = tf.data.Dataset.from_tensor_slices((x, y))
-  if batch_size < N:
-    data = data.shuffle(N, seed=seed, reshuffle_each_iteration=True)
+  if batch_size < n:
+    data = data.shuffle(n, seed=seed, reshuffle_each_iteration=True)
   data = data.batch(batch_size).repeat()
   collector = tfa.keras.SampleCollector(burnin=epochs * steps // 4,
                                         thinning=THINNING)
