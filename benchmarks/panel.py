@@ -459,7 +459,7 @@ def fit_sweep(quick):
   is over all of them. Chain 0 is the user's run: its warnings, its
   members' reading. ``warned``: what a run with
   ``SampleCollector(training_data=(x, y))`` says (the live reading's
-  warnings and the members'); ``live_warns``: the live reading's alone.
+  warnings and the members').
   """
   _, _, precision, mean = panel_fit.regression()
   reference, project, empirical = _gaussian(np.linalg.inv(precision), mean)
@@ -482,7 +482,7 @@ def fit_sweep(quick):
         warned=bool(said['live'] or said['members']),
         said=['%s: %s' % (who, k) for who in ('live', 'members')
               for k in sorted({kind(m) for m in said[who]})],
-        live_warns=bool(said['live']), seconds=seconds,
+        seconds=seconds,
         virial_warns=temperature_lib.final_verdict(reading) not in (
             'accurate', 'too short')))
     print('%-24s %-50s h=%-8g %s err %+.3f ± %.3f  T = %.3f  T_L = %.3f  '
@@ -593,17 +593,15 @@ def main():
           'empirical temperature within 10%% (as above) in %d of these %d '
           'runs; it takes the step\'s own heating out (guide "Reading the '
           'diagnostics") and cannot see heat, which the members\' reading '
-          'on the training data is there for.\n\nConfusion matrix '
+          'on the training data is there for (with it, `drift_ratio` is '
+          'logged, not warned on).\n\nConfusion matrix '
           '(runs):\n\n%s\n\nHad the virial alone been warned on (its '
-          'reading\'s verdict):\n\n%s\n\nThe runs in `fit` by the live '
-          'reading alone (no `training_data`):\n\n%s'
+          'reading\'s verdict):\n\n%s'
           % (' --quick' if args.quick else '', CHAINS, within[0], len(exact),
              within[1], live_within, len(fit_rows),
              common.markdown_table(['', 'warned', 'silent'], confusion(rows)),
              common.markdown_table(['', 'warned', 'silent'],
-                                   confusion(rows, 'virial_warns')),
-             common.markdown_table(['', 'warned', 'silent'],
-                                   confusion(fit_rows, 'live_warns'))))
+                                   confusion(rows, 'virial_warns'))))
   common.write_table(
       os.path.join(out, 'panel.md'),
       'The panel: runs off their target against the warnings',

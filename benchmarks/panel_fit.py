@@ -6,9 +6,9 @@ prior from `tfa.keras.priors.add_gaussian_prior`; its posterior is
 Gaussian with precision ``P = 2XᵀX + I`` over the weights and the bias.
 The data come from a `tf.data` pipeline reshuffled every pass (batches
 dealt without replacement) or as one full batch. `SampleCollector` keeps
-one member every `THINNING` steps after a quarter of the run; its members
-are then read on the training data (`BayesianEnsemble.check_temperature`,
-what ``SampleCollector(training_data=(x, y))`` does at the end of `fit`).
+one member every `THINNING` steps after a quarter of the run, and reads
+its members on the training data at the end of `fit`
+(``SampleCollector(training_data=(x, y))``).
 
 The members fall at four places in each reshuffled pass of 20 batches
 (steps 0, 5, 10 and 15 of it), as a user's members taken every step
@@ -43,6 +43,7 @@ STEPS_PER_EPOCH = 100
 THINNING = 25  # Also `fit`'s steps per execution: a member per execution.
 # The default prior's log line; Keras' own note on `fit` of a dataset.
 NOT_OURS = ('default prior', '`shuffle=True` was passed')
+MEMBERS = 'SampleCollector (its members on `training_data`)'
 
 
 def regression():
@@ -61,9 +62,10 @@ def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS, data=None,
             steps=STEPS_PER_EPOCH):
   """``(members [n, D], said {'live': [...], 'members': [...]}, readings, seconds)`` of one chain.
 
-  `readings`: the members' (`BayesianEnsemble.check_temperature`), and
-  ``'live'``, the whole model's reading in `fit`
-  (`SampleCollector.live_readings`). `data`: ``(x, y)``, by default
+  `readings`: the members' (``SampleCollector(training_data=(x, y))``
+  reads them at the end of `fit`, `BayesianEnsemble.check_temperature`),
+  and ``'live'``, the whole model's reading in `fit`
+  (`SampleCollector.live_readings`). `seconds` counts both. `data`: ``(x, y)``, by default
   `regression`'s; the model is one `Dense` from ``x``'s columns to
   ``y``'s, and a member's row its kernel (row-major), then its bias.
 
@@ -82,21 +84,22 @@ def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS, data=None,
     data = data.shuffle(n, seed=seed, reshuffle_each_iteration=True)
   data = data.batch(batch_size).repeat()
   collector = tfa.keras.SampleCollector(burnin=epochs * steps // 4,
-                                        thinning=THINNING)
+                                        thinning=THINNING,
+                                        training_data=(x, y))
   t0 = time.time()
-  with warnings.catch_warnings(record=True) as live:
+  with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     model.fit(data, steps_per_epoch=steps, epochs=epochs, verbose=0,
               callbacks=[collector])
   seconds = time.time() - t0
-  # What `SampleCollector(training_data=(x, y))` reads at the end of `fit`.
-  with warnings.catch_warnings(record=True) as read:
-    warnings.simplefilter('always')
-    readings = collector.ensemble.check_temperature(x, y)
-  said = {key: [str(w.message) for w in caught
-                if issubclass(w.category, UserWarning) and
-                not any(s in str(w.message) for s in NOT_OURS)]
-          for key, caught in (('live', live), ('members', read))}
+  # The members' reading on the training data at the end of `fit` says so
+  # at the start of its warnings; the rest is the reading in `fit`.
+  ours = [str(w.message) for w in caught
+          if issubclass(w.category, UserWarning) and
+          not any(s in str(w.message) for s in NOT_OURS)]
+  said = {'members': [m for m in ours if m.startswith(MEMBERS)]}
+  said['live'] = [m for m in ours if not m.startswith(MEMBERS)]
+  readings = dict(collector.member_readings)
   members = np.stack([np.concatenate([m.weights[0].ravel(),
                                       m.weights[1].ravel()])
                       for m in collector.members])

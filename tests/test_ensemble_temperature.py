@@ -120,7 +120,8 @@ def test_the_collector_reads_its_members_on_the_training_data_at_the_end():
   messages = [str(w.message) for w in caught if 'temperature' in
               str(w.message)]
   assert len(messages) == 1, messages
-  assert messages[0].startswith('SampleCollector:'), messages
+  assert messages[0].startswith(
+      'SampleCollector (its members on `training_data`):'), messages
   assert 'Laplacian form' in messages[0], messages
   r = collector.member_readings['laplacian']
   assert abs(r.temperature - _predicted(h)[1]) < 3. * r.standard_error, r

@@ -132,3 +132,26 @@ def test_shampoo_without_gamma_lingers_in_the_funnels_neck_and_is_told():
   said = [str(w.message) for w in caught if 'mean force' in str(w.message)]
   assert len(said) == 1 and 'coordinate 1' in said[0], said
   assert 'below' in said[0], said
+
+
+def test_a_short_slow_chain_of_a_large_block_is_not_called_off():
+  """One chain of 128 draws, exact but slowly mixing (AR(1), half its
+  4000 coordinates at ρ = 0.6 and half at ρ = 0.8: 14 to 32 effective
+  draws). Each coordinate's own effective size from so few draws is
+  noisy, and the block's coordinate furthest off tends to be one whose
+  effective size came out too large; its mean over so few effective
+  draws, divided by their own spread, has t's tails. Read with the
+  block's pooled effective size and t's quantile, at most one in 30 such
+  exact chains is called off (by chance, 0.0027 each); read with each
+  coordinate's own effective size and the normal quantile, most were."""
+  rng = np.random.default_rng(3)
+  rho = np.repeat([0.6, 0.8], 2000)
+  off = 0
+  for _ in range(30):
+    x = np.empty((128, 1, rho.size))
+    x[0] = rng.normal(size=(1, rho.size))
+    for t in range(1, 128):
+      x[t] = rho * x[t - 1] + np.sqrt(1. - rho ** 2) * rng.normal(
+          size=(1, rho.size))
+    off += mean_force.verdict(mean_force.read(x, x)) == 'off'
+  assert off <= 1, off

@@ -70,7 +70,8 @@ def test_exact_draws_balance_and_are_silent():
   readings, said = _read(_draws(), lambda *parts: tf.cast(
       _predictions(*parts), tf.float64))
   force = readings['predictions']
-  assert force.size == K and force.interval_z == mean_force.interval_z(K)
+  assert force.size == K and force.interval_z == mean_force.interval_z(
+      K, force.effective_size - 1.)
   assert abs(force.shift) < force.interval_z * force.standard_error, force
   assert mean_force.verdict(force) == 'accurate', force
   assert not said, said

@@ -270,3 +270,25 @@ def test_step_size_calibration_reaches_its_target():
         keras.optimizers.schedules.ExponentialDecay(1e-3, 10, 0.9),
         data_size=1000), 'mse')
     model.fit(x, y, epochs=1, verbose=0, callbacks=[calibration])
+
+
+def test_members_read_on_the_training_data_take_over_from_drift_ratio():
+  """With `training_data`, the heat is read on the members with exact
+  gradients: `drift_ratio` is logged, not warned on, and the members'
+  warnings name their reading."""
+  model, x, y = _linear_model()
+  model.compile(tfa.keras.optimizers.SGLD(2e-3, data_size=200, seed=0),
+                'mse', jit_compile=True)
+  collector = tfa.keras.SampleCollector(burnin=20, check_temperature=False,
+                                        training_data=(x, y))
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    history = model.fit(x, y, batch_size=20, epochs=10, verbose=0,
+                        callbacks=[collector])
+  said = [str(w.message) for w in caught]
+  assert 'drift_ratio' in history.history
+  assert not [m for m in said if 'drift_ratio =' in m], said
+  assert collector.member_readings is not None
+  assert all(m.startswith('SampleCollector (its members on `training_data`)')
+             for m in said if 'configurational temperature' in m), said
+  assert not model.optimizer.members_read  # Only for that `fit`.

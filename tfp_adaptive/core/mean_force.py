@@ -58,17 +58,22 @@ and ``interval_z`` (`interval_z` of ``D``).
 """
 
 
-def interval_z(size):
+def interval_z(size, dof=None):
   """The half-width, in standard errors, of each of `size` coordinates' intervals.
 
   The Šidák width: `size` independent coordinates within ``±z`` by chance
   as often as one within ``±INTERVAL_Z`` (the temperature's). It is
   ``INTERVAL_Z`` for one coordinate and grows slowly (about 4.2 for 100,
-  5.6 for 10⁵).
+  5.6 for 10⁵). With `dof`, Student's t quantile of that many degrees of
+  freedom instead of the normal one: a mean over few effective draws
+  divided by their own sd has t's tails, which a block of many
+  coordinates reaches.
   """
   inside = scipy.special.ndtr(temperature.INTERVAL_Z) * 2. - 1.
   tail = -np.expm1(np.log(inside) / float(size))  # 1 − inside^(1/size)
-  return float(-scipy.special.ndtri(tail / 2.))
+  if dof is None or not np.isfinite(dof):
+    return float(-scipy.special.ndtri(tail / 2.))
+  return float(-scipy.special.stdtrit(max(float(dof), 1.), tail / 2.))
 
 
 def read(gradients, states=None, shared_noise=False, spreads=None):
@@ -93,6 +98,7 @@ def read(gradients, states=None, shared_noise=False, spreads=None):
     raise ValueError('mean_force.read: pass one of `states` and `spreads`.')
   g = np.asarray(gradients)
   size = g.shape[-1]
+  g = g.reshape(g.shape[0], -1, size)
   z = interval_z(size)
   if spreads is None:
     x = np.asarray(states).reshape(-1, size)
@@ -101,17 +107,40 @@ def read(gradients, states=None, shared_noise=False, spreads=None):
   spreads = np.asarray(spreads, np.float64).reshape(size)
   if not (np.all(np.isfinite(g)) and np.all(np.isfinite(spreads))):
     return Shift(np.inf, np.inf, 0., np.inf, np.inf, 0., size, 0, z)
+  # One effective size for the block's coordinates (their pooled
+  # autocovariance), which bounds each coordinate's own from above: on a
+  # short chain the coordinate that looks furthest off is often one whose
+  # own effective size came out too large. Its intervals take t's
+  # quantile for as many effective draws.
+  pooled = (temperature.pooled_effective_size(g, scale=spreads)
+            if g.shape[0] >= 4 else np.ones(g.shape[1]))
+  z = interval_z(size, float(np.sum(pooled)) - 1.)
   # In chunks of columns: no float64 copy of the whole block.
   means, se = [], []
   for c in _chunks(size):
     scaled = g[..., c] * spreads[c]
     means.append(scaled.mean((0, 1)))
-    se.append(_batch_means_se(scaled, shared_noise))
+    se.append(np.maximum(_batch_means_se(scaled, shared_noise),
+                         _pooled_se(scaled, pooled)))
   k = int(np.argmax(np.abs(np.concatenate(means)) - z * np.concatenate(se)))
-  r = temperature.read(np.asarray(g[..., k], np.float64) * spreads[k], 1,
-                       shared_noise)
-  return Shift(r.temperature, r.standard_error, r.effective_size,
-               r.first_half, r.second_half, r.drift_z, size, k, z)
+  scaled = np.asarray(g[..., k], np.float64) * spreads[k]
+  r = temperature.read(scaled, 1, shared_noise)
+  ess = min(r.effective_size, float(np.sum(pooled)))
+  return Shift(r.temperature,
+               max(r.standard_error, float(_pooled_se(scaled[..., None],
+                                                      pooled)[0])),
+               ess, r.first_half, r.second_half, r.drift_z, size, k,
+               interval_z(size, ess - 1.))
+
+
+def _pooled_se(values, pooled):
+  """``[D]`` standard errors of the means of ``[draws, chains, D]`` values, each chain's from the block's pooled effective size."""
+  chains = values.shape[1]
+  var = values.var(0, ddof=1) if values.shape[0] > 1 else np.full(
+      values.shape[1:], np.inf)
+  ess = np.clip(np.asarray(pooled, np.float64), 1.,
+                float(values.shape[0]))[:, None]
+  return np.sqrt(np.sum(var / ess, 0)) / chains
 
 
 def _chunks(size, width=4096):

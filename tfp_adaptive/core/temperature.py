@@ -58,7 +58,8 @@ import numpy as np
 
 __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
            'TOLERANCE', 'advice', 'advice_per_part', 'effective_size',
-           'final_verdict', 'read', 'read_ratio', 'verdict']
+           'final_verdict', 'pooled_effective_size', 'read', 'read_ratio',
+           'verdict']
 
 TOLERANCE = 0.1
 INTERVAL_Z = 3.
@@ -105,10 +106,42 @@ def effective_size(values):
   FFT, summed in pairs up to the first pair that is not positive, the pair
   sums made non-increasing (as Stan and TFP compute it).
   """
+  return _geyer(_autocovariance(values), values.shape[0])
+
+
+def pooled_effective_size(values, scale=None, width=None):
+  """Per chain, one effective sample size for all the coordinates of ``[draws, chains, D]`` values.
+
+  `effective_size` of their autocovariances summed over the coordinates
+  (each weighted by its variance). On a short chain a single coordinate's
+  autocorrelations are too noisy to follow far, and the block's coordinate
+  that looks furthest off tends to be one whose effective size came out
+  too large; the block's pooled autocorrelation is smooth enough to follow
+  its slow parts. `scale`: ``[D]`` factors applied to the coordinates
+  first. Computed in chunks of `width` coordinates.
+  """
+  n, chains, size = values.shape
+  if width is None:  # About 16M float64s per transform.
+    width = max(1, (1 << 24) // (2 * n * chains))
+  acov = 0.
+  for i in range(0, size, width):
+    chunk = np.asarray(values[..., i:i + width], np.float64)
+    if scale is not None:
+      chunk = chunk * scale[i:i + width]
+    acov = acov + _autocovariance(chunk).sum(-1)
+  return _geyer(acov, n)
+
+
+def _autocovariance(values):
+  """Autocovariances along the first axis, by FFT."""
   n = values.shape[0]
   x = values - values.mean(0)
   f = np.fft.rfft(x, 2 * n, axis=0)
-  acov = np.fft.irfft(f * np.conj(f), axis=0)[:n] / n
+  return np.fft.irfft(f * np.conj(f), axis=0)[:n] / n
+
+
+def _geyer(acov, n):
+  """The effective sizes from autocovariances ``[lags, ...]`` (`effective_size`)."""
   with np.errstate(invalid='ignore', divide='ignore'):
     rho = acov / acov[:1]
   pairs = rho[:n - n % 2:2] + rho[1:n:2]

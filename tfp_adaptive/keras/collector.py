@@ -94,7 +94,9 @@ class SampleCollector(keras.callbacks.Callback):
       per-epoch reading averages away; the mean force of each layer and
       the force along the model's outputs at 64 of the rows read whether
       the members sit where the posterior does. It costs three passes over
-      the data for each of at most 128 members.
+      the data for each of at most 128 members. With it, ``drift_ratio``
+      is logged but not warned on: the members' reading sees the heat that
+      it only bounds (loosely, with reshuffled minibatches).
 
   With a sampler of `tfp_adaptive.keras.optimizers`, each epoch also logs
   the run's regime numbers ``drift_ratio``, ``gamma_ratio`` and ``lag``
@@ -213,6 +215,7 @@ class SampleCollector(keras.callbacks.Callback):
         training.enable_gamma(model)
         model.make_train_function(force=True)
       regime.attach(opt, model)
+      opt.members_read = self.training_data is not None
       if self.check_temperature:
         self._thermometer = monitor_lib.collector_thermometer(
             self._burnin_epochs())
@@ -281,6 +284,8 @@ class SampleCollector(keras.callbacks.Callback):
     return self._store is not None and self._writes
 
   def on_train_end(self, logs=None):
+    if isinstance(self.model.optimizer, optimizer_base.SamplerOptimizer):
+      self.model.optimizer.members_read = False
     if self._thermometer is not None:
       self._thermometer.on_train_end(logs)
     self._read_members()
@@ -305,7 +310,8 @@ class SampleCollector(keras.callbacks.Callback):
     x, y = ensemble_lib.validation_arrays(self.training_data, 'training_data')
     try:
       self.member_readings = ensemble_temperature.read_members(
-          self.ensemble, x, y, who='SampleCollector')
+          self.ensemble, x, y,
+          who='SampleCollector (its members on `training_data`)')
     except ValueError as e:  # Too few members a chain.
       warnings.warn('SampleCollector: the members\' temperature was not '
                     'read on `training_data`: %s' % e)

@@ -230,7 +230,9 @@ def _forward_function(model, inputs):
               for o in tf.nest.flatten(outputs)]
       return flat(outputs), flat(jvps)
 
-    f, derivatives = tf.map_fn(along, (at, tangents),
+    # One pass at a time: passes run side by side share the thread pool
+    # and sum in a varying order, and the reading must repeat exactly.
+    f, derivatives = tf.map_fn(along, (at, tangents), parallel_iterations=1,
                                fn_output_signature=(tf.float64, tf.float64))
     return (f[0], derivatives[0]) + prediction_force.combine_probes(
         tf.unstack(derivatives[1:]))

@@ -94,7 +94,10 @@ class RegimeState(object):
     # With a thermometer reading this fit (`SamplerMonitor`, or the
     # collector's own), the temperature judges the bias that the regime
     # numbers only predict. With reshuffled minibatches it subtracts the
-    # step's own heating, and `drift_ratio` stays the judge of the step.
+    # step's own heating, and `drift_ratio` stays the judge of the step,
+    # unless the members are read with exact gradients at the end of
+    # `fit`, which see that heat (`drift_ratio` only bounds it, and with
+    # reshuffled minibatches bounds it loosely).
     owner = optimizer.monitor_owner
     # Keras' epochs deal their batches without replacement unless a
     # monitor was told otherwise (`batches='independent'`).
@@ -102,7 +105,8 @@ class RegimeState(object):
     messages = regime_lib.advice(
         regime, optimizer.hyperparameter_names, 'learning_rate',
         optimizer.preconditioner, stochastic, estimates=owner is None,
-        step_estimate=shuffled, without_replacement=stochastic and shuffled)
+        step_estimate=shuffled and not optimizer.members_read,
+        without_replacement=stochastic and shuffled)
     for message in messages:
       warnings.warn('%s (epoch %d): %s' % (type(optimizer).__name__,
                                            epoch + 1, message))
