@@ -109,7 +109,7 @@ def effective_size(values):
   return _geyer(_autocovariance(values), values.shape[0])
 
 
-def pooled_effective_size(values, scale=None, width=None):
+def pooled_effective_size(values, scale=None, width=8192):
   """Per chain, one effective sample size for all the coordinates of ``[draws, chains, D]`` values.
 
   `effective_size` of their autocovariances summed over the coordinates
@@ -118,17 +118,20 @@ def pooled_effective_size(values, scale=None, width=None):
   that looks furthest off tends to be one whose effective size came out
   too large; the block's pooled autocorrelation is smooth enough to follow
   its slow parts. `scale`: ``[D]`` factors applied to the coordinates
-  first. Computed in chunks of `width` coordinates.
+  first. The sum over coordinates is each chain's Gram matrix of its
+  centred draws, whose diagonals give the lags: matrix products over
+  chunks of `width` coordinates.
   """
   n, chains, size = values.shape
-  if width is None:  # About 16M float64s per transform.
-    width = max(1, (1 << 24) // (2 * n * chains))
-  acov = 0.
+  gram = np.zeros((chains, n, n))
   for i in range(0, size, width):
     chunk = np.asarray(values[..., i:i + width], np.float64)
     if scale is not None:
       chunk = chunk * scale[i:i + width]
-    acov = acov + _autocovariance(chunk).sum(-1)
+    chunk = np.transpose(chunk - chunk.mean(0), (1, 0, 2)).astype(np.float32)
+    gram += np.matmul(chunk, np.transpose(chunk, (0, 2, 1)))
+  acov = np.stack([np.trace(gram, offset=lag, axis1=1, axis2=2)
+                   for lag in range(n)]) / n
   return _geyer(acov, n)
 
 
