@@ -593,8 +593,9 @@ def main():
           'empirical temperature within 10%% (as above) in %d of these %d '
           'runs; it takes the step\'s own heating out (guide "Reading the '
           'diagnostics") and cannot see heat, which the members\' reading '
-          'on the training data is there for (with it, `drift_ratio` is '
-          'logged, not warned on).\n\nConfusion matrix '
+          'on the training data is there for (with it, a `drift_ratio` '
+          'warning waits for that reading and is dropped when it confirms '
+          'the temperature).\n\nConfusion matrix '
           '(runs):\n\n%s\n\nHad the virial alone been warned on (its '
           'reading\'s verdict):\n\n%s'
           % (' --quick' if args.quick else '', CHAINS, within[0], len(exact),

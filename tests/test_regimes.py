@@ -24,6 +24,7 @@ import tensorflow as tf
 import tfp_adaptive as tfa
 from benchmarks import regimes
 from tests.conftest import stat_scale
+from tfp_adaptive.core import temperature
 
 
 def _run(kernel, init, steps, seed=(1, 2)):
@@ -272,10 +273,11 @@ def test_step_size_calibration_reaches_its_target():
     model.fit(x, y, epochs=1, verbose=0, callbacks=[calibration])
 
 
-def test_members_read_on_the_training_data_take_over_from_drift_ratio():
+def test_drift_ratio_waits_for_the_members_reading_on_the_training_data():
   """With `training_data`, the heat is read on the members with exact
-  gradients: `drift_ratio` is logged, not warned on, and the members'
-  warnings name their reading."""
+  gradients at the end of `fit`: `drift_ratio`'s warning waits for it and
+  comes after it, saying that the reading does not rule the heat out (the
+  run is hot), and the members' warnings name their reading."""
   model, x, y = _linear_model()
   model.compile(tfa.keras.optimizers.SGLD(2e-3, data_size=200, seed=0),
                 'mse', jit_compile=True)
@@ -285,10 +287,29 @@ def test_members_read_on_the_training_data_take_over_from_drift_ratio():
     warnings.simplefilter('always')
     history = model.fit(x, y, batch_size=20, epochs=10, verbose=0,
                         callbacks=[collector])
-  said = [str(w.message) for w in caught]
+  said = [str(w.message) for w in caught if 'default prior' not in
+          str(w.message)]
   assert 'drift_ratio' in history.history
-  assert not [m for m in said if 'drift_ratio =' in m], said
-  assert collector.member_readings is not None
-  assert all(m.startswith('SampleCollector (its members on `training_data`)')
-             for m in said if 'configurational temperature' in m), said
+  members = [k for k, m in enumerate(said) if m.startswith(
+      'SampleCollector (its members on `training_data`)')]
+  drift = [k for k, m in enumerate(said) if 'drift_ratio =' in m]
+  assert members and len(drift) == 1, said
+  assert drift[0] > max(members), said
+  assert 'does not rule that heat out' in said[drift[0]], said
   assert not model.optimizer.members_read  # Only for that `fit`.
+
+
+@pytest.mark.parametrize('se, told', [(0.01, False), (0.05, True)])
+def test_a_held_drift_ratio_warning_is_given_unless_the_members_confirm(
+    se, told):
+  """Both forms of the members' reading within ``τ(1 ± 0.1)`` with their
+  ``±3·se`` intervals drop the held warning; an interval reaching out of
+  the band does not."""
+  state = tfa.keras.regime.RegimeState()
+  state.deferred = ['SGLD (epoch 3): drift_ratio = 0.06 > 0.02: ...']
+  reading = temperature.Reading(1.0, se, 200., 1.0, 1.0, 0., 10)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    state.settle_deferred({'overall': reading, 'laplacian': reading}, 1.,
+                          0.1)
+  assert len(caught) == told and not state.deferred

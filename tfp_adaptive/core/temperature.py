@@ -57,7 +57,8 @@ import collections
 import numpy as np
 
 __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
-           'TOLERANCE', 'advice', 'advice_per_part', 'effective_size',
+           'TOLERANCE', 'advice', 'advice_per_part', 'confirms',
+           'effective_size',
            'final_verdict', 'pooled_effective_size', 'read', 'read_ratio',
            'verdict']
 
@@ -189,6 +190,15 @@ def _outside(reading, temperature, tolerance):
   margin = INTERVAL_Z * reading.standard_error
   return (reading.temperature - margin > temperature * (1. + tolerance) or
           reading.temperature + margin < temperature * (1. - tolerance))
+
+
+def confirms(reading, temperature=1., tolerance=TOLERANCE):
+  """Whether `reading` settles that the chain is within ``τ(1 ± tolerance)``: judged `'accurate'`, its ``±INTERVAL_Z·se`` interval wholly inside the band."""
+  margin = INTERVAL_Z * reading.standard_error
+  return bool(verdict(reading, temperature, tolerance) == 'accurate' and
+              reading.temperature + margin <= temperature * (1. + tolerance)
+              and reading.temperature - margin >=
+              temperature * (1. - tolerance))
 
 
 def verdict(reading, temperature=1., tolerance=TOLERANCE):

@@ -16,6 +16,7 @@ import numpy as np
 import keras
 
 from tfp_adaptive import validation
+from tfp_adaptive.core import temperature as temperature_lib
 from tfp_adaptive.keras import distribute
 from tfp_adaptive.keras import health
 from tfp_adaptive.keras import monitor as monitor_lib
@@ -94,9 +95,11 @@ class SampleCollector(keras.callbacks.Callback):
       per-epoch reading averages away; the mean force of each layer and
       the force along the model's outputs at 64 of the rows read whether
       the members sit where the posterior does. It costs three passes over
-      the data for each of at most 128 members. With it, ``drift_ratio``
-      is logged but not warned on: the members' reading sees the heat that
-      it only bounds (loosely, with reshuffled minibatches).
+      the data for each of at most 128 members. With it, a ``drift_ratio``
+      warning waits for the members' reading, which sees the heat that
+      ``drift_ratio`` only bounds (loosely, with reshuffled minibatches):
+      it is given at the end of `fit` unless both forms of the reading lie
+      wholly inside the band.
 
   With a sampler of `tfp_adaptive.keras.optimizers`, each epoch also logs
   the run's regime numbers ``drift_ratio``, ``gamma_ratio`` and ``lag``
@@ -308,6 +311,7 @@ class SampleCollector(keras.callbacks.Callback):
     if self.training_data is None:
       return
     x, y = ensemble_lib.validation_arrays(self.training_data, 'training_data')
+    self.member_readings = None
     try:
       self.member_readings = ensemble_temperature.read_members(
           self.ensemble, x, y,
@@ -315,6 +319,11 @@ class SampleCollector(keras.callbacks.Callback):
     except ValueError as e:  # Too few members a chain.
       warnings.warn('SampleCollector: the members\' temperature was not '
                     'read on `training_data`: %s' % e)
+    opt = self.model.optimizer
+    if getattr(opt, 'regime_state', None) is not None:
+      opt.regime_state.settle_deferred(
+          self.member_readings, float(np.asarray(opt.temperature_variable)),
+          temperature_lib.TOLERANCE)
 
   def on_epoch_begin(self, epoch, logs=None):
     if not self._burnin_checked:

@@ -17,6 +17,7 @@ import keras
 
 from tfp_adaptive import validation
 from tfp_adaptive.core import regime as regime_lib
+from tfp_adaptive.core import temperature as temperature_lib
 from tfp_adaptive.keras import optimizer_base
 
 __all__ = ['RegimeState', 'StepSizeCalibration', 'attach', 'is_stochastic']
@@ -33,6 +34,9 @@ class RegimeState(object):
     self.sums = tf.Variable(tf.zeros([4], tf.float64), trainable=False)
     self.count = tf.Variable(tf.constant(0., tf.float64), trainable=False)
     self.warned = False
+    # `drift_ratio`'s warnings held for the members' reading at the end of
+    # `fit` (`SampleCollector(training_data=...)`, `settle_deferred`).
+    self.deferred = []
     self._epoch, self._regime, self._sums = None, None, None
     self._checked = None  # Sums and count of the epochs checked so far.
 
@@ -94,23 +98,44 @@ class RegimeState(object):
     # With a thermometer reading this fit (`SamplerMonitor`, or the
     # collector's own), the temperature judges the bias that the regime
     # numbers only predict. With reshuffled minibatches it subtracts the
-    # step's own heating, and `drift_ratio` stays the judge of the step,
-    # unless the members are read with exact gradients at the end of
-    # `fit`, which see that heat (`drift_ratio` only bounds it, and with
-    # reshuffled minibatches bounds it loosely).
+    # step's own heating, and `drift_ratio` stays the judge of the step.
     owner = optimizer.monitor_owner
     # Keras' epochs deal their batches without replacement unless a
     # monitor was told otherwise (`batches='independent'`).
     shuffled = owner is None or not owner.sees_step_heating()
-    messages = regime_lib.advice(
-        regime, optimizer.hyperparameter_names, 'learning_rate',
-        optimizer.preconditioner, stochastic, estimates=owner is None,
-        step_estimate=shuffled and not optimizer.members_read,
-        without_replacement=stochastic and shuffled)
+    messages = ['%s (epoch %d): %s' % (type(optimizer).__name__, epoch + 1, m)
+                for m in regime_lib.advice(
+                    regime, optimizer.hyperparameter_names, 'learning_rate',
+                    optimizer.preconditioner, stochastic,
+                    estimates=owner is None, step_estimate=shuffled,
+                    without_replacement=stochastic and shuffled)]
+    # `drift_ratio` bounds the heat (loosely, with reshuffled minibatches):
+    # when the members are read with exact gradients at the end of `fit`,
+    # its warning waits for their reading, which can rule the heat out.
+    held = [m for m in messages
+            if optimizer.members_read and 'drift_ratio =' in m]
+    self.deferred.extend(held)
     for message in messages:
-      warnings.warn('%s (epoch %d): %s' % (type(optimizer).__name__,
-                                           epoch + 1, message))
+      if message not in held:
+        warnings.warn(message)
     self.warned = bool(messages)
+
+  def settle_deferred(self, readings, temperature, tolerance):
+    """Warns the held `drift_ratio` messages unless `readings` (the members' ``'overall'`` and ``'laplacian'``, or `None`) confirm the temperature within the band."""
+    held, self.deferred = self.deferred, []
+    if readings is not None and all(
+        temperature_lib.confirms(readings[key], temperature, tolerance)
+        for key in ('overall', 'laplacian')):
+      return
+    for message in held:
+      warnings.warn(message + (
+          '' if readings is None else
+          ' The members\' reading on `training_data` does not rule that '
+          'heat out (%.3g ± %.2g, Laplacian form %.3g ± %.2g).' % (
+              readings['overall'].temperature,
+              readings['overall'].standard_error,
+              readings['laplacian'].temperature,
+              readings['laplacian'].standard_error)))
 
 
 def attach(optimizer, model):
