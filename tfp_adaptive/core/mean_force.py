@@ -114,6 +114,7 @@ def read(gradients, states=None, shared_noise=False, spreads=None):
   # quantile for as many effective draws.
   pooled = (temperature.pooled_effective_size(g, scale=spreads)
             if g.shape[0] >= 4 else np.ones(g.shape[1]))
+  pooled = np.where(np.isfinite(pooled), pooled, 1.)  # Overflowing draws.
   z = interval_z(size, float(np.sum(pooled)) - 1.)
   # In chunks of columns: no float64 copy of the whole block.
   means, se = [], []

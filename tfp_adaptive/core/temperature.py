@@ -129,7 +129,7 @@ def pooled_effective_size(values, scale=None, width=8192):
     chunk = np.asarray(values[..., i:i + width], np.float64)
     if scale is not None:
       chunk = chunk * scale[i:i + width]
-    chunk = np.transpose(chunk - chunk.mean(0), (1, 0, 2)).astype(np.float32)
+    chunk = np.transpose(chunk - chunk.mean(0), (1, 0, 2))
     gram += np.matmul(chunk, np.transpose(chunk, (0, 2, 1)))
   acov = np.stack([np.trace(gram, offset=lag, axis1=1, axis2=2)
                    for lag in range(n)]) / n
