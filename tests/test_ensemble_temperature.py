@@ -285,7 +285,9 @@ def test_outputs_of_a_model_with_batch_norm_and_dropout_are_read_in_inference():
       x, y, warn=False, prediction_inputs=x[:16])['predictions']
               for _ in range(2)]
   assert readings[0].size == 32 and np.isfinite(readings[0].shift)
-  assert readings[0] == readings[1]
+  # The same up to the order of floating-point sums across threads
+  # (dropout or an update of the moving statistics would move it far more).
+  np.testing.assert_allclose(readings[1], readings[0], rtol=1e-6)
 
 
 @pytest.mark.filterwarnings('ignore:.*default prior')
