@@ -185,20 +185,25 @@ def _with_halves(estimate, series, size):
   return Reading(mean, se, ess, m1, m2, float(z), int(size))
 
 
+def _interval(reading):
+  """The reading's ``±INTERVAL_Z·se`` interval, ``(low, high)``."""
+  margin = INTERVAL_Z * reading.standard_error
+  return reading.temperature - margin, reading.temperature + margin
+
+
 def _outside(reading, temperature, tolerance):
   """Whether the ``±INTERVAL_Z·se`` interval lies wholly outside ``τ(1 ± tolerance)``."""
-  margin = INTERVAL_Z * reading.standard_error
-  return (reading.temperature - margin > temperature * (1. + tolerance) or
-          reading.temperature + margin < temperature * (1. - tolerance))
+  low, high = _interval(reading)
+  return (low > temperature * (1. + tolerance) or
+          high < temperature * (1. - tolerance))
 
 
 def confirms(reading, temperature=1., tolerance=TOLERANCE):
   """Whether `reading` settles that the chain is within ``τ(1 ± tolerance)``: judged `'accurate'`, its ``±INTERVAL_Z·se`` interval wholly inside the band."""
-  margin = INTERVAL_Z * reading.standard_error
+  low, high = _interval(reading)
   return bool(verdict(reading, temperature, tolerance) == 'accurate' and
-              reading.temperature + margin <= temperature * (1. + tolerance)
-              and reading.temperature - margin >=
-              temperature * (1. - tolerance))
+              high <= temperature * (1. + tolerance) and
+              low >= temperature * (1. - tolerance))
 
 
 def verdict(reading, temperature=1., tolerance=TOLERANCE):

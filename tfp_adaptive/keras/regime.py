@@ -103,22 +103,23 @@ class RegimeState(object):
     # Keras' epochs deal their batches without replacement unless a
     # monitor was told otherwise (`batches='independent'`).
     shuffled = owner is None or not owner.sees_step_heating()
-    messages = ['%s (epoch %d): %s' % (type(optimizer).__name__, epoch + 1, m)
-                for m in regime_lib.advice(
-                    regime, optimizer.hyperparameter_names, 'learning_rate',
-                    optimizer.preconditioner, stochastic,
-                    estimates=owner is None, step_estimate=shuffled,
-                    without_replacement=stochastic and shuffled)]
+    args = (regime, optimizer.hyperparameter_names, 'learning_rate',
+            optimizer.preconditioner, stochastic)
+    options = dict(estimates=owner is None,
+                   without_replacement=stochastic and shuffled)
     # `drift_ratio` bounds the heat (loosely, with reshuffled minibatches):
     # when the members are read with exact gradients at the end of `fit`,
     # its warning waits for their reading, which can rule the heat out.
-    held = [m for m in messages
-            if optimizer.members_read and 'drift_ratio =' in m]
-    self.deferred.extend(held)
-    for message in messages:
-      if message not in held:
-        warnings.warn(message)
-    self.warned = bool(messages)
+    now = regime_lib.advice(
+        *args, step_estimate=shuffled and not optimizer.members_read,
+        **options)
+    every = regime_lib.advice(*args, step_estimate=shuffled, **options)
+    named = lambda message: '%s (epoch %d): %s' % (
+        type(optimizer).__name__, epoch + 1, message)
+    self.deferred.extend(named(m) for m in every if m not in now)
+    for message in now:
+      warnings.warn(named(message))
+    self.warned = bool(every)
 
   def settle_deferred(self, readings, temperature, tolerance):
     """Warns the held `drift_ratio` messages unless `readings` (the members' ``'overall'`` and ``'laplacian'``, or `None`) confirm the temperature within the band."""
