@@ -296,7 +296,38 @@ def test_drift_ratio_waits_for_the_members_reading_on_the_training_data():
   assert members and len(drift) == 1, said
   assert drift[0] > max(members), said
   assert 'does not rule that heat out' in said[drift[0]], said
-  assert not model.optimizer.members_read  # Only for that `fit`.
+  assert model.optimizer.members_read_at is None  # Only for that `fit`.
+
+
+def test_drift_ratio_held_by_a_fit_that_raised_is_given_by_the_next_fit():
+  """A collector's `fit` that raises never reads its members: the
+  `drift_ratio` warning it held is given when the next `fit` starts (here
+  with a `SamplerMonitor` only), and that fit does not hold its own."""
+
+  class Stop(keras.callbacks.Callback):
+
+    def on_epoch_end(self, epoch, logs=None):
+      if epoch == 9:
+        raise RuntimeError('stop')
+
+  model, x, y = _linear_model()
+  model.compile(tfa.keras.optimizers.SGLD(2e-3, data_size=200, seed=0),
+                'mse', jit_compile=True)
+  collector = tfa.keras.SampleCollector(burnin=20, check_temperature=False,
+                                        training_data=(x, y))
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    with pytest.raises(RuntimeError):
+      model.fit(x, y, batch_size=20, epochs=10, verbose=0,
+                callbacks=[collector, Stop()])
+  assert not [w for w in caught if 'drift_ratio =' in str(w.message)]
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    model.fit(x, y, batch_size=20, epochs=1, verbose=0,
+              callbacks=[tfa.keras.SamplerMonitor()])
+  drift = [str(w.message) for w in caught if 'drift_ratio =' in str(w.message)]
+  assert len(drift) == 1, drift
+  assert model.optimizer.members_read_at is None
 
 
 @pytest.mark.parametrize('se, told', [(0.01, False), (0.05, True)])

@@ -218,7 +218,7 @@ class SampleCollector(keras.callbacks.Callback):
         training.enable_gamma(model)
         model.make_train_function(force=True)
       regime.attach(opt, model)
-      opt.members_read = self.training_data is not None
+      regime.claim_members(opt, self.training_data is not None)
       if self.check_temperature:
         self._thermometer = monitor_lib.collector_thermometer(
             self._burnin_epochs())
@@ -288,7 +288,7 @@ class SampleCollector(keras.callbacks.Callback):
 
   def on_train_end(self, logs=None):
     if isinstance(self.model.optimizer, optimizer_base.SamplerOptimizer):
-      self.model.optimizer.members_read = False
+      self.model.optimizer.members_read_at = None
     if self._thermometer is not None:
       self._thermometer.on_train_end(logs)
     self._read_members()

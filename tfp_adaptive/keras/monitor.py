@@ -195,6 +195,7 @@ class SamplerMonitor(keras.callbacks.Callback):
 
   def on_train_begin(self, logs=None):
     opt = optimizer_base.sampler_of(self.model, self._name)
+    regime.claim_members(opt, None)
     owner = getattr(opt, 'monitor_owner', None)
     now = int(np.asarray(opt.iterations))
     # An owner that claimed the optimizer at another step belongs to a fit

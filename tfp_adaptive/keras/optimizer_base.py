@@ -141,10 +141,11 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
   # Set by `SamplerMonitor`: in-graph sums it reads once per epoch.
   monitor_state = None
   monitor_owner = None  # The `SamplerMonitor` reading `monitor_state` in `fit`.
-  # Whether this `fit`'s members are read on the training data with exact
-  # gradients (`SampleCollector(training_data=...)`): they judge the heat
-  # that `drift_ratio` only bounds.
-  members_read = False
+  # The step at which a `SampleCollector(training_data=...)` began its `fit`
+  # (`None` without one): that fit's members are read on the training data
+  # with exact gradients, which judges the heat `drift_ratio` only bounds
+  # (`keras/regime.py`, `claim_members`).
+  members_read_at = None
   # Set by `SampleCollector` and `SamplerMonitor` (`keras/regime.py`).
   regime_state = None
 

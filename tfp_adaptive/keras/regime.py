@@ -111,7 +111,7 @@ class RegimeState(object):
     # when the members are read with exact gradients at the end of `fit`,
     # its warning waits for their reading, which can rule the heat out.
     now = regime_lib.advice(
-        *args, step_estimate=shuffled and not optimizer.members_read,
+        *args, step_estimate=shuffled and optimizer.members_read_at is None,
         **options)
     every = regime_lib.advice(*args, step_estimate=shuffled, **options)
     named = lambda message: '%s (epoch %d): %s' % (
@@ -121,8 +121,8 @@ class RegimeState(object):
       warnings.warn(named(message))
     self.warned = bool(every)
 
-  def settle_deferred(self, readings, temperature, tolerance):
-    """Warns the held `drift_ratio` messages unless `readings` (the members' ``'overall'`` and ``'laplacian'``, or `None`) confirm the temperature within the band."""
+  def settle_deferred(self, readings, temperature=None, tolerance=None):
+    """Warns the held `drift_ratio` messages unless `readings` (the members' ``'overall'`` and ``'laplacian'``, or `None`) confirm `temperature` within ``1 ± tolerance``."""
     held, self.deferred = self.deferred, []
     if readings is not None and all(
         temperature_lib.confirms(readings[key], temperature, tolerance)
@@ -145,6 +145,23 @@ def attach(optimizer, model):
     optimizer.regime_state = RegimeState()
     model.make_train_function(force=True)
   return optimizer.regime_state
+
+
+def claim_members(optimizer, reads):
+  """At a `fit`'s start, whether its members are read on the training data.
+
+  Called by `SampleCollector` (`reads`: it has `training_data`) and by
+  `SamplerMonitor` (`reads=None`: it keeps a claim made at this step by the
+  collector of the same `fit`). A claim made at another step belongs to a
+  `fit` that ended without `on_train_end` (an exception): it is dropped,
+  and the `drift_ratio` warnings that fit held for its members are given.
+  """
+  now = int(np.asarray(optimizer.iterations))
+  if reads is None and optimizer.members_read_at == now:
+    return
+  optimizer.members_read_at = now if reads else None
+  if optimizer.regime_state is not None:
+    optimizer.regime_state.settle_deferred(None)
 
 
 def is_stochastic(params):
