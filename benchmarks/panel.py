@@ -446,7 +446,7 @@ def sweep(quick):
       print('%-24s %-34s h=%-8g %s err %+.3f ± %.3f  T = %.3f ± %.3f  '
             'T_L = %s (%s)  F = %s  F_f = %s  %s'
             % (target, label, h, what, err, se, reading.temperature,
-               reading.standard_error, _reading(laplacian), laplacian_says,
+               reading.standard_error, format_reading(laplacian), laplacian_says,
                _shift(shift), _shift(rows[-1]['predicted']),
                ', '.join(said) or 'silent'), flush=True)
   return rows
@@ -489,7 +489,7 @@ def fit_sweep(quick):
           'T_live = %s  F = %s  F_f = %s  %s' % (
               'regression in fit', label, h, what, err, se,
               reading.temperature, laplacian.temperature,
-              _reading(rows[-1]['live']), _shift(rows[-1]['shift']),
+              format_reading(rows[-1]['live']), _shift(rows[-1]['shift']),
               _shift(rows[-1]['predicted']),
               ', '.join(rows[-1]['said']) or 'silent'), flush=True)
   return rows
@@ -508,12 +508,13 @@ def _shift(f):
                                 mean_force.verdict(f))
 
 
-def _reading(r):
+def format_reading(r):
+  """A `Reading` as ``T ± se`` (``—`` for `None`)."""
   return '—' if r is None else '%.3g ± %.2g' % (r.temperature,
                                                r.standard_error)
 
 
-def _within(reading, empirical):
+def within_ten_percent(reading, empirical):
   """Whether `reading` is within 10% of `empirical`, plus three combined standard errors."""
   return bool(abs(reading.temperature - empirical.temperature) <=
               0.1 * empirical.temperature + 3. * np.hypot(
@@ -537,17 +538,17 @@ def main():
   rows = kernel_rows + fit_rows
   table = [[r['target'], r['sampler'], '%g' % r['h'],
             '%+.3g ± %.2g (%s)' % (r['err'], r['se'], r['what']), r['truth'],
-            _reading(r['reading']), _reading(r['laplacian']),
+            format_reading(r['reading']), format_reading(r['laplacian']),
             _shift(r['shift']), _shift(r['predicted']),
             '—' if r['empirical'] is None else ' / '.join(
-                _reading(e) for e in r['empirical']),
-            _reading(r.get('live')),
+                format_reading(e) for e in r['empirical']),
+            format_reading(r.get('live')),
             ', '.join(r['said']) or '—', '%.1f' % r['seconds']] for r in rows]
   exact = [r for r in rows if r['empirical'] is not None]
-  within = [sum(r[key] is not None and _within(r[key], r['empirical'][i])
+  within = [sum(r[key] is not None and within_ten_percent(r[key], r['empirical'][i])
                 for r in exact) for i, key in enumerate(('reading',
                                                          'laplacian'))]
-  live_within = sum(r['live'] is not None and _within(r['live'],
+  live_within = sum(r['live'] is not None and within_ten_percent(r['live'],
                                                       r['empirical'][0])
                     for r in fit_rows)
   note = ('Command: `python -m benchmarks.panel%s`. %d chains per run, half '

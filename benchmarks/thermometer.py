@@ -109,15 +109,15 @@ def main():
     seconds = time.time() - t0
     emp = empirical(members, precision, mean)
     live = readings['live']
-    hits = {'members': panel._within(readings['overall'], emp[0]),  # pylint: disable=protected-access
-            'live': live is not None and panel._within(live, emp[0])}  # pylint: disable=protected-access
+    hits = {'members': panel.within_ten_percent(readings['overall'], emp[0]),
+            'live': live is not None and panel.within_ten_percent(live, emp[0])}
     for key, hit in hits.items():
       within[key] += hit
     rows.append([model, label, '%g' % h, '%d' % len(members),
-                 ' / '.join(panel._reading(e) for e in emp),  # pylint: disable=protected-access
-                 panel._reading(readings['overall']),  # pylint: disable=protected-access
-                 panel._reading(readings['laplacian']),  # pylint: disable=protected-access
-                 panel._reading(live),  # pylint: disable=protected-access
+                 ' / '.join(panel.format_reading(e) for e in emp),
+                 panel.format_reading(readings['overall']),
+                 panel.format_reading(readings['laplacian']),
+                 panel.format_reading(live),
                  ', '.join(k for k, hit in hits.items() if hit) or '—',
                  '; '.join(sorted({panel.kind(m) for m in
                                    said['live'] + said['members']})) or '—',
