@@ -155,3 +155,30 @@ def test_a_short_slow_chain_of_a_large_block_is_not_called_off():
           size=(1, rho.size))
     off += mean_force.verdict(mean_force.read(x, x)) == 'off'
   assert off <= 1, off
+
+
+def test_the_pooled_effective_size_of_a_block():
+  """Summed over coordinates, the autocovariances give one effective size:
+  a coordinate repeated is read as that coordinate alone, a coordinate
+  scaled by zero does not count, and an AR(1) block at ρ = 0.5 reads its
+  ``n(1 − ρ)/(1 + ρ)`` within 10% (4 chains of 4000 draws, 50 coordinates:
+  the estimate's error is a few percent). It runs in ``O(D·n·log n)``:
+  8000 draws of 256 chains (the size `tfa.mcmc.sample` reads) are quick."""
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(500, 3, 1)).cumsum(0) * 0.1 + rng.normal(
+      size=(500, 3, 1))
+  one = temperature.effective_size(x[..., 0])
+  np.testing.assert_allclose(
+      temperature.pooled_effective_size(np.concatenate([x, x], -1)), one,
+      rtol=1e-9)
+  np.testing.assert_allclose(temperature.pooled_effective_size(
+      np.concatenate([x, rng.normal(size=x.shape)], -1),
+      scale=np.array([1., 0.])), one, rtol=1e-9)
+  n, rho = 4000, 0.5
+  z = np.empty((n, 4, 50))
+  z[0] = rng.normal(size=(4, 50))
+  for t in range(1, n):
+    z[t] = rho * z[t - 1] + np.sqrt(1. - rho ** 2) * rng.normal(size=(4, 50))
+  np.testing.assert_allclose(temperature.pooled_effective_size(z),
+                             n * (1. - rho) / (1. + rho), rtol=0.1)
+  temperature.pooled_effective_size(rng.normal(size=(8000, 256, 8)))

@@ -110,7 +110,7 @@ def effective_size(values):
   return _geyer(_autocovariance(values), values.shape[0])
 
 
-def pooled_effective_size(values, scale=None, width=8192):
+def pooled_effective_size(values, scale=None, budget=1 << 22):
   """Per chain, one effective sample size for all the coordinates of ``[draws, chains, D]`` values.
 
   `effective_size` of their autocovariances summed over the coordinates
@@ -119,21 +119,19 @@ def pooled_effective_size(values, scale=None, width=8192):
   that looks furthest off tends to be one whose effective size came out
   too large; the block's pooled autocorrelation is smooth enough to follow
   its slow parts. `scale`: ``[D]`` factors applied to the coordinates
-  first. The sum over coordinates is each chain's Gram matrix of its
-  centred draws, whose diagonals give the lags: matrix products over
-  chunks of `width` coordinates.
+  first. The coordinates' power spectra are summed (FFT, chunks of about
+  `budget` complex numbers), so the cost is ``O(D·draws·log draws)``.
   """
   n, chains, size = values.shape
-  gram = np.zeros((chains, n, n))
+  width = max(1, budget // ((n + 1) * chains))
+  power = np.zeros((n + 1, chains))
   for i in range(0, size, width):
     chunk = np.asarray(values[..., i:i + width], np.float64)
     if scale is not None:
       chunk = chunk * scale[i:i + width]
-    chunk = np.transpose(chunk - chunk.mean(0), (1, 0, 2))
-    gram += np.matmul(chunk, np.transpose(chunk, (0, 2, 1)))
-  acov = np.stack([np.trace(gram, offset=lag, axis1=1, axis2=2)
-                   for lag in range(n)]) / n
-  return _geyer(acov, n)
+    f = np.fft.rfft(chunk - chunk.mean(0), 2 * n, axis=0)
+    power += (f.real ** 2 + f.imag ** 2).sum(-1)
+  return _geyer(np.fft.irfft(power, 2 * n, axis=0)[:n] / n, n)
 
 
 def _autocovariance(values):
