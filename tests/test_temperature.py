@@ -306,3 +306,19 @@ def test_sample_reads_more_draws_as_the_run_allows(monkeypatch):
                     seed=(1, 2), progress=False)
   # 1000 steps: 256. 20000: 500. 20000 with 10 batches a pass: 256.
   assert asked == [256, 500, 256]
+
+
+def test_a_precise_reading_stands_unless_the_unbiased_one_refutes_it():
+  """`unless_refuted`: within 3 combined standard errors the precise
+  reading stands (its errors are the smaller); the unbiased one reading
+  higher beyond that replaces it, wide errors and all; one reading lower,
+  or with no error (too few draws), replaces nothing."""
+  precise = temperature_lib.Reading(1.0, 0.02, 500., 1.0, 1.0, 0., 4)
+  near = temperature_lib.Reading(1.5, 0.2, 40., 1.5, 1.5, 0., 4)
+  far = temperature_lib.Reading(2.5, 0.3, 40., 2.5, 2.5, 0., 4)
+  unknown = temperature_lib.Reading(9., np.inf, 2., 9., 9., 0., 4)
+  cold = temperature_lib.Reading(0.2, 0.1, 40., 0.2, 0.2, 0., 4)
+  assert temperature_lib.unless_refuted(precise, near) is precise
+  assert temperature_lib.unless_refuted(precise, far) is far
+  assert temperature_lib.unless_refuted(precise, cold) is precise
+  assert temperature_lib.unless_refuted(precise, unknown) is precise

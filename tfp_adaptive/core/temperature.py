@@ -60,7 +60,7 @@ __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
            'TOLERANCE', 'advice', 'advice_per_part', 'confirms',
            'effective_size',
            'final_verdict', 'pooled_effective_size', 'read', 'read_ratio',
-           'verdict']
+           'unless_refuted', 'verdict']
 
 TOLERANCE = 0.1
 INTERVAL_Z = 3.
@@ -171,6 +171,27 @@ def read(virials, size, shared_noise=False):
     v = v[:, None]
   v = v.reshape(v.shape[0], -1)
   return _with_halves(lambda x: _mean_se(x, shared_noise), [v], size)
+
+
+def unless_refuted(precise, unbiased, z=INTERVAL_Z):
+  """`precise`, unless `unbiased` reads it too cold; then `unbiased`.
+
+  `precise` is a reading with small errors less an estimated bias (the
+  virial of every step of reshuffled minibatches, less its reshuffling
+  term), an estimate that errs by taking out too much on a hot run (it
+  takes the heat out with the bias). `unbiased` reads the same
+  temperature without that bias, from fewer draws (each epoch's first
+  step, a fresh batch). When it reads higher by more than `z` combined
+  standard errors, the estimate was wrong, and the reading to stand
+  behind is the unbiased one, with its wider errors. A lower `unbiased`
+  reading replaces nothing: a first batch that is not a fresh draw (the
+  same permutation every epoch) reads cold.
+  """
+  gap = unbiased.temperature - precise.temperature
+  if np.isfinite(unbiased.standard_error) and gap > z * np.hypot(
+      precise.standard_error, unbiased.standard_error):
+    return unbiased
+  return precise
 
 
 def _with_halves(estimate, series, size):

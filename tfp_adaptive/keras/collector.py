@@ -331,6 +331,8 @@ class SampleCollector(keras.callbacks.Callback):
       self._check_burnin(epoch)
     self._epoch = epoch
     self._epoch_start = int(np.asarray(self.model.optimizer.iterations))
+    if self._thermometer is not None:
+      self._thermometer.on_epoch_begin(epoch, logs)
     if self._writing:
       self.save_checkpoint()
 

@@ -15,9 +15,17 @@ keeps ``c`` in the bulk of the chain, so the variance of ``(θ − c)·∇U``
 stays small even for a posterior far narrower than its distance from the
 origin, while ``c`` hardly depends on the states it centres. With Keras'
 reshuffled minibatches the raw average is biased upwards, and the monitor
-subtracts an estimate (`SamplerMonitor`'s ``batches``). Per step it costs
-a sum and two dot products over the weights: no extra gradient, and the
-step's own drift (``M∇û``) serves the reshuffling term.
+subtracts an estimate (`SamplerMonitor`'s ``batches``). That estimate
+holds while the step is small against the posterior's scales; on a hot
+run it takes the heat out with the bias. So each epoch's first step,
+whose batch is a fresh draw independent of the weights, is also read on
+its own, against the mean of those states: unbiased, with wider errors.
+When it reads higher than the every-step reading by more than three
+combined standard errors, it is the reading judged
+(`tfp_adaptive.core.temperature.unless_refuted`). Per step it costs a
+sum and two dot products over the weights, and on each epoch's first
+step one more: no extra gradient, and the step's own drift (``M∇û``)
+serves the reshuffling term.
 
 The per-epoch readings after burn-in are judged as the kernels' are
 (`tfp_adaptive.core.temperature.verdict`): a standard error from their
@@ -50,8 +58,55 @@ from tfp_adaptive.keras import regime
 __all__ = ['MonitorState', 'SamplerMonitor']
 
 
+class _Virials(object):
+  """One series of virials: ``Σ (θ_t − c)·∇U_t`` per variable over the steps it reads in an epoch, and the running mean of those states that gives ``c``."""
+
+  def __init__(self, variables):
+    self.center = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False)
+                   for v in variables]
+    self.theta_sum = [tf.Variable(tf.zeros(v.shape, v.dtype),
+                                  trainable=False) for v in variables]
+    self.dots = tf.Variable(tf.zeros([len(variables)], tf.float64),
+                            trainable=False)
+    self.count = tf.Variable(tf.constant(0., tf.float64), trainable=False)
+    self.total = 0.  # Steps in `theta_sum` (host side).
+
+  def add(self, parts, target_grads, ok, index):
+    zero = tf.constant(0., tf.float64)
+    dots = [zero] * len(self.center)
+    for i in index:
+      w = tf.cast(ok, parts[i].dtype)
+      centred = parts[i] - tf.convert_to_tensor(self.center[i])
+      dots[i] = -tf.cast(tensors.part_event_dot(centred, target_grads[i], 0)
+                         * w, tf.float64)
+      self.theta_sum[i].assign_add(w * parts[i])
+    self.dots.assign_add(tf.stack(dots))
+    self.count.assign_add(tf.cast(ok, tf.float64))
+
+  def read_and_reset(self, move_center):
+    """``(Σ dots per variable, steps)`` of the epoch; with `move_center`, the centre becomes the mean so far."""
+    dots, count = self.dots.numpy(), float(self.count.numpy())
+    self.total += count
+    if move_center and self.total > 0:
+      for c, s in zip(self.center, self.theta_sum):
+        c.assign(s / self.total)
+    self.dots.assign(tf.zeros_like(self.dots))
+    self.count.assign(0.)
+    return dots, count
+
+  def restart_mean(self):
+    for s in self.theta_sum:
+      s.assign(tf.zeros_like(s))
+    self.total = 0.
+
+
 class MonitorState(object):
-  """In-graph sums: ``Σ_t (θ_t − c)·∇U_t`` and ``Σ_t (h/4)∇Û_t·M∇Û_t`` per variable over an epoch, ``Σ_t θ_t`` over the run.
+  """In-graph sums per variable over an epoch: the virials of every step (`every`) and of the epoch's first step (`first`), and ``Σ_t (h/4)∇Û_t·M∇Û_t``.
+
+  With reshuffled epochs a step's batch is dealt from what the earlier
+  batches of its pass left, which correlates it with the weights those
+  batches moved; the epoch's first batch is a fresh draw. `fresh` is set
+  at each epoch's start when that series is read.
 
   Plain TensorFlow variables, outside the optimizer's own variables (so
   checkpoints and saved optimizers do not depend on the monitor).
@@ -59,16 +114,11 @@ class MonitorState(object):
 
   def __init__(self, variables):
     self.sizes = np.array([int(np.prod(v.shape)) for v in variables])
-    self.center = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False)
-                   for v in variables]
-    self.theta_sum = [tf.Variable(tf.zeros(v.shape, v.dtype),
-                                  trainable=False) for v in variables]
-    self.dots = tf.Variable(tf.zeros([len(variables)], tf.float64),
-                            trainable=False)
+    self.every = _Virials(variables)
+    self.first = _Virials(variables)
+    self.fresh = tf.Variable(False, trainable=False)
     self.reshuffle = tf.Variable(tf.zeros([len(variables)], tf.float64),
                                  trainable=False)
-    self.count = tf.Variable(tf.constant(0., tf.float64), trainable=False)
-    self.total = 0.  # Steps in `theta_sum` (host side).
 
   def accumulate(self, parts, target_grads, drift, learning_rate, ok, index):
     """Adds one step; a skipped step (`ok` false) adds nothing.
@@ -83,42 +133,38 @@ class MonitorState(object):
       ok: whether the step was taken.
       index: the variables this step updates.
     """
+    self.every.add(parts, target_grads, ok, index)
     zero = tf.constant(0., tf.float64)
-    dots, reshuffle = [zero] * len(self.center), [zero] * len(self.center)
+    reshuffle = [zero] * len(parts)
     for i in index:
       w = tf.cast(ok, parts[i].dtype)
-      centred = parts[i] - tf.convert_to_tensor(self.center[i])
-      dots[i] = -tf.cast(tensors.part_event_dot(centred, target_grads[i], 0)
-                         * w, tf.float64)
       reshuffle[i] = tf.cast(0.25 * tf.cast(learning_rate, w.dtype) * w *
                              tensors.part_event_dot(drift[i], target_grads[i],
                                                     0), tf.float64)
-      self.theta_sum[i].assign_add(w * parts[i])
-    self.dots.assign_add(tf.stack(dots))
     self.reshuffle.assign_add(tf.stack(reshuffle))
-    self.count.assign_add(tf.cast(ok, tf.float64))
+    fresh = tf.convert_to_tensor(self.fresh)
+
+    def read_first():
+      self.first.add(parts, target_grads, ok, index)
+      self.fresh.assign(False)
+      return tf.constant(True)
+    tf.cond(fresh, read_first, lambda: tf.constant(False))
 
   def read_and_reset(self, move_center):
-    """``(Σ dots, Σ reshuffling terms per variable, steps)`` of the epoch.
+    """``((Σ dots, Σ reshuffling terms per variable, steps), (Σ first-step dots, first steps))`` of the epoch.
 
-    With `move_center`, the centre becomes the mean so far.
+    With `move_center`, each series' centre becomes the mean of its states
+    so far.
     """
-    dots, count = self.dots.numpy(), float(self.count.numpy())
+    dots, count = self.every.read_and_reset(move_center)
     reshuffle = self.reshuffle.numpy()
-    self.total += count
-    if move_center and self.total > 0:
-      for c, s in zip(self.center, self.theta_sum):
-        c.assign(s / self.total)
-    self.dots.assign(tf.zeros_like(self.dots))
     self.reshuffle.assign(tf.zeros_like(self.reshuffle))
-    self.count.assign(0.)
-    return dots, reshuffle, count
+    return (dots, reshuffle, count), self.first.read_and_reset(move_center)
 
   def restart_mean(self):
-    """Starts the running mean afresh (each epoch of the first half of burn-in)."""
-    for s in self.theta_sum:
-      s.assign(tf.zeros_like(s))
-    self.total = 0.
+    """Starts the running means afresh (each epoch of the first half of burn-in)."""
+    self.every.restart_mean()
+    self.first.restart_mean()
 
 
 class SamplerMonitor(keras.callbacks.Callback):
@@ -148,7 +194,11 @@ class SamplerMonitor(keras.callbacks.Callback):
       estimated by ``(h/4)·E[∇Û·M∇Û]/D``. The estimate also removes the
       step's own Euler heating, ``(h/4)·τ·tr(M∇²U)/D``, so with
       ``'shuffled'`` the reading omits that part, which `drift_ratio`
-      bounds.
+      bounds. With ``'shuffled'`` each epoch's first step is also read
+      alone, a fresh batch whatever the step (assuming each epoch starts
+      a pass, as Keras' epochs over arrays, or over a dataset reshuffled
+      each iteration, do), and replaces the every-step reading where it
+      reads it too cold (a hot run: the estimate took its heat out).
 
   Logged (progress bar and history): ``temperature`` and
   ``temperature/<layer>``, ``num_nonfinite``, ``drift_ratio``,
@@ -176,6 +226,8 @@ class SamplerMonitor(keras.callbacks.Callback):
     self.batches = batches
     self._val = None
     self.temperatures = collections.defaultdict(list)
+    # Each epoch's first step alone (`None` where not read).
+    self.first_temperatures = collections.defaultdict(list)
     self.readings = {}
     self._warned = set()
     self._state = None
@@ -250,24 +302,25 @@ class SamplerMonitor(keras.callbacks.Callback):
     # 1/ESS).
     self._epochs += 1
     since = self._epochs - self.burnin_epochs
-    dots, reshuffle, count = self._state.read_and_reset(
-        move_center=since <= 0 or self._epochs == 1 or
-        _block_end(since, self.window))
+    (dots, reshuffle, count), (first_dots, first) = (
+        self._state.read_and_reset(
+            move_center=since <= 0 or self._epochs == 1 or
+            _block_end(since, self.window)))
     if not self.sees_step_heating():
       dots = dots - reshuffle
     if 2 * self._epochs < self.burnin_epochs:
       self._state.restart_mean()
     logs['num_nonfinite'] = int(opt.num_nonfinite.numpy())
     if self._epochs > 1 and count > 0:
-      sizes = self._state.sizes
       self._steps.append(count)
-      temps = {'temperature': dots.sum() / (count * sizes.sum())}
-      for layer, ks in self._layers.items():
-        temps['temperature/' + layer] = dots[ks].sum() / (count * sizes[ks].sum())
+      temps = self._per_layer(dots, count)
       for key, value in temps.items():
         if key == 'temperature' or not self._internal:
           logs[key] = float(value)
         self.temperatures[key].append(float(value))
+      firsts = self._per_layer(first_dots, first) if first else {}
+      for key in temps:
+        self.first_temperatures[key].append(firsts.get(key))
       if _due(self._epochs - self.burnin_epochs - 1, self.window):
         self._judge(opt, final=False)
     if not self._internal:  # The collector logs and reports these itself.
@@ -281,6 +334,21 @@ class SamplerMonitor(keras.callbacks.Callback):
       self._running.add(1., self.model.predict(self._val[0], verbose=0))
       logs['val_monitor_log_likelihood'] = self._running.metrics()[
           'log_likelihood']
+
+  def _per_layer(self, dots, count):
+    """``{key: temperature}`` of an epoch's summed dots over `count` steps, overall and per layer."""
+    sizes = self._state.sizes
+    temps = {'temperature': dots.sum() / (count * sizes.sum())}
+    for layer, ks in self._layers.items():
+      temps['temperature/' + layer] = dots[ks].sum() / (count * sizes[ks].sum())
+    return temps
+
+  def on_epoch_begin(self, epoch, logs=None):
+    opt = self.model.optimizer
+    if self._owns(opt) and self._state is not None:
+      # Reshuffled epochs: the epoch's first step, a fresh batch, is read
+      # besides (`_judge`).
+      self._state.fresh.assign(not self.sees_step_heating())
 
   def sees_step_heating(self):
     """Whether the reading includes the step's own heating (``batches='independent'``).
@@ -319,6 +387,11 @@ class SamplerMonitor(keras.callbacks.Callback):
     tau = float(np.asarray(opt.temperature_variable))
     for key, values in self.temperatures.items():
       self.readings[key] = temperature_lib.read(values[first:], 1)
+      fresh = [v for v in self.first_temperatures[key][first:]
+               if v is not None]
+      if len(fresh) >= 2 * self.window:
+        self.readings[key] = temperature_lib.unless_refuted(
+            self.readings[key], temperature_lib.read(fresh, 1))
     where = lambda key: ('the whole model' if key == 'temperature' else
                          'layer %r' % key.split('/', 1)[1])
     messages = temperature_lib.advice_per_part(
