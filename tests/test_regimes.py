@@ -273,16 +273,21 @@ def test_step_size_calibration_reaches_its_target():
     model.fit(x, y, epochs=1, verbose=0, callbacks=[calibration])
 
 
+def _hot_run_read_on_its_members():
+  """``(model, x, y, collector)``: SGLD too hot for `_linear_model`, its members read on the training data."""
+  model, x, y = _linear_model()
+  model.compile(tfa.keras.optimizers.SGLD(2e-3, data_size=200, seed=0),
+                'mse', jit_compile=True)
+  return model, x, y, tfa.keras.SampleCollector(
+      burnin=20, check_temperature=False, training_data=(x, y))
+
+
 def test_drift_ratio_waits_for_the_members_reading_on_the_training_data():
   """With `training_data`, the heat is read on the members with exact
   gradients at the end of `fit`: `drift_ratio`'s warning waits for it and
   comes after it, saying that the reading does not rule the heat out (the
   run is hot), and the members' warnings name their reading."""
-  model, x, y = _linear_model()
-  model.compile(tfa.keras.optimizers.SGLD(2e-3, data_size=200, seed=0),
-                'mse', jit_compile=True)
-  collector = tfa.keras.SampleCollector(burnin=20, check_temperature=False,
-                                        training_data=(x, y))
+  model, x, y, collector = _hot_run_read_on_its_members()
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     history = model.fit(x, y, batch_size=20, epochs=10, verbose=0,
@@ -310,11 +315,7 @@ def test_drift_ratio_held_by_a_fit_that_raised_is_given_by_the_next_fit():
       if epoch == 9:
         raise RuntimeError('stop')
 
-  model, x, y = _linear_model()
-  model.compile(tfa.keras.optimizers.SGLD(2e-3, data_size=200, seed=0),
-                'mse', jit_compile=True)
-  collector = tfa.keras.SampleCollector(burnin=20, check_temperature=False,
-                                        training_data=(x, y))
+  model, x, y, collector = _hot_run_read_on_its_members()
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     with pytest.raises(RuntimeError):
