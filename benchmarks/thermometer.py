@@ -38,19 +38,17 @@ from benchmarks import panel_fit
 WIDE_N, WIDE_INPUTS, WIDE_OUTPUTS = 20000, 1000, 10
 
 
-def wide_regression():
-  """``(x, y, P₁, mean [inputs + 1, outputs])`` of the large model."""
+def wide_regression(n=WIDE_N, inputs=WIDE_INPUTS, outputs=WIDE_OUTPUTS):
+  """``(x, y, P₁, mean [inputs + 1, outputs])`` of the large model (or of one of another size)."""
   rng = np.random.default_rng(0)
-  x = rng.normal(size=(WIDE_N, WIDE_INPUTS)).astype('float32')
-  w = rng.normal(size=(WIDE_INPUTS, WIDE_OUTPUTS)) / np.sqrt(WIDE_INPUTS)
+  x = rng.normal(size=(n, inputs)).astype('float32')
+  w = rng.normal(size=(inputs, outputs)) / np.sqrt(inputs)
   y = (x @ w + 0.5 + rng.normal(scale=np.sqrt(0.5),
-                                size=(WIDE_N, WIDE_OUTPUTS))).astype(
-                                    'float32')
-  xa = np.concatenate([x, np.ones((WIDE_N, 1))], 1).astype(np.float64)
+                                size=(n, outputs))).astype('float32')
+  xa = np.concatenate([x, np.ones((n, 1))], 1).astype(np.float64)
   # 'mse' averages over the outputs: U = Σ_rows Σ_k (y − ŷ)²/K + prior.
-  precision = 2. / WIDE_OUTPUTS * xa.T @ xa + np.eye(WIDE_INPUTS + 1)
-  mean = np.linalg.solve(precision,
-                         2. / WIDE_OUTPUTS * xa.T @ y.astype(np.float64))
+  precision = 2. / outputs * xa.T @ xa + np.eye(inputs + 1)
+  mean = np.linalg.solve(precision, 2. / outputs * xa.T @ y.astype(np.float64))
   return x, y, precision, mean
 
 

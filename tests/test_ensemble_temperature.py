@@ -330,3 +330,28 @@ def test_few_effective_members_of_a_large_model_are_not_read_cold():
         x, y, prediction_inputs=x[:4])['overall']
   assert abs(reading.temperature - 1.) < 3. * reading.standard_error, reading
   assert reading.standard_error < 0.04, reading
+
+
+@pytest.mark.statistical
+def test_the_live_reading_of_a_wider_model_reads_its_heat():
+  """A Dense regression of 2,010 weights (200 inputs to 10 outputs,
+  `benchmarks.thermometer.wide_regression` at a fifth of its size), SGLD
+  on reshuffled batches of 50 at a step that heats it to about twice the
+  posterior's spread: the live reading in `fit` reads the members'
+  empirical temperature against the exact posterior within 10% (plus three
+  combined standard errors) and warns. The every-step reading, less its
+  reshuffling term, reads this run at 1.00 ± 0.003; each epoch's first
+  step replaces it."""
+  from benchmarks import panel  # pylint: disable=g-import-not-at-top
+  from benchmarks import panel_fit  # pylint: disable=g-import-not-at-top
+  from benchmarks import thermometer  # pylint: disable=g-import-not-at-top
+  x, y, precision, mean = thermometer.wide_regression(4000, 200, 10)
+  w, said, readings, _ = panel_fit.run_one(
+      tfa.keras.optimizers.SGLD(3e-4, data_size=len(x), seed=0), 50,
+      epochs=30, data=(x, y), steps=80)
+  emp = thermometer.empirical(w, precision, mean)[0]
+  live = readings['live']
+  assert emp.temperature > 1.3, emp  # The heat is there to be read.
+  assert panel.within_ten_percent(live, emp), (live, emp)
+  assert [m for m in said['live'] if 'configurational temperature' in m
+          and 'Lower `learning_rate`' in m], said
