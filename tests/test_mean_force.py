@@ -35,6 +35,15 @@ def _kernel():
   return tfa.mcmc.SGLD(_standard_normal, 0.1)
 
 
+def _ar1(rng, rho, draws, shape):
+  """``[draws, *shape]`` exact AR(1) draws of ``N(0, 1)`` at autocorrelation `rho` (broadcast over `shape`)."""
+  x = np.empty((draws,) + shape)
+  x[0] = rng.normal(size=shape)
+  for t in range(1, draws):
+    x[t] = rho * x[t - 1] + np.sqrt(1. - rho ** 2) * rng.normal(size=shape)
+  return x
+
+
 def _warned(draws):
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
@@ -148,11 +157,7 @@ def test_a_short_slow_chain_of_a_large_block_is_not_called_off():
   rho = np.repeat([0.6, 0.8], 2000)
   off = 0
   for _ in range(30):
-    x = np.empty((128, 1, rho.size))
-    x[0] = rng.normal(size=(1, rho.size))
-    for t in range(1, 128):
-      x[t] = rho * x[t - 1] + np.sqrt(1. - rho ** 2) * rng.normal(
-          size=(1, rho.size))
+    x = _ar1(rng, rho, 128, (1, rho.size))
     off += mean_force.verdict(mean_force.read(x, x)) == 'off'
   assert off <= 1, off
 
@@ -175,10 +180,7 @@ def test_the_pooled_effective_size_of_a_block():
       np.concatenate([x, rng.normal(size=x.shape)], -1),
       scale=np.array([1., 0.])), one, rtol=1e-9)
   n, rho = 4000, 0.5
-  z = np.empty((n, 4, 50))
-  z[0] = rng.normal(size=(4, 50))
-  for t in range(1, n):
-    z[t] = rho * z[t - 1] + np.sqrt(1. - rho ** 2) * rng.normal(size=(4, 50))
+  z = _ar1(rng, rho, n, (4, 50))
   np.testing.assert_allclose(temperature.pooled_effective_size(z),
                              n * (1. - rho) / (1. + rho), rtol=0.1)
   temperature.pooled_effective_size(rng.normal(size=(8000, 256, 8)))
