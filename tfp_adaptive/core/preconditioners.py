@@ -46,6 +46,7 @@ __all__ = [
     'Wenzel',
     'WenzelState',
     'ema',
+    'squares_finite',
 ]
 
 RMSpropState = collections.namedtuple('RMSpropState', ['second_moment'])
@@ -232,6 +233,20 @@ def ema(decay, old, new):
   return [decay * o + (1. - decay) * n for o, n in zip(old, new)]
 
 
+def squares_finite(grads, batch_ndims):
+  """Per chain: is ``Σ ĝ²`` finite? The check of a moving average of ``ĝ²``.
+
+  Every entry of a moving average of squares or outer products of the
+  gradient (RMSprop's ``V``, Shampoo's Kronecker factors) is bounded by the
+  old entry and ``Σ ĝ²`` (Cauchy–Schwarz): from a finite state, the new one
+  is finite when ``Σ ĝ²`` is (a sum that overflows from finite squares
+  rejects a step a little early). Reading the gradient instead of the new
+  state lets XLA fuse the moving average into the step's update and its
+  select of the new state, instead of writing it out for the check.
+  """
+  return tensors.finite_chains([tf.square(g) for g in grads], batch_ndims)
+
+
 class RMSprop(Preconditioner):
   """RMSprop metric of pSGLD (Li et al. 2016; Rensmeyer & Niggemann 2025, Alg. 1).
 
@@ -278,6 +293,11 @@ class RMSprop(Preconditioner):
       old = [tf.where(first, tf.stop_gradient(q), v)
              for q, v in zip(squares, old)]
     return RMSpropState(ema(decay, old, squares))
+
+  def state_is_finite(self, state, grads, batch_ndims):
+    """``V_t`` is finite when ``ĝ_t²`` is (`squares_finite`), ``V_{t-1}`` being so."""
+    del state
+    return squares_finite(grads, batch_ndims)
 
   def diagonal(self, state, power=1.):
     """``diag(M)**power`` for each part (power 1 or 1/2 avoid `pow`)."""

@@ -238,30 +238,37 @@ class Shampoo(preconditioners.Preconditioner):
   def update(self, state, grads, step, batch_ndims):
     decay = tf.cast(self.decay, grads[0].dtype)
     blocked = [self._to_blocks(g, batch_ndims) for g in grads]
-    new_state = []
-    for modes, grad, (g, nb) in zip(state, grads, blocked):
+    statistics = []
+    for grad, (g, nb) in zip(grads, blocked):
       split_matrix = nb == batch_ndims + 2  # A matrix cut into blocks.
-      statistics = [
+      statistics.append([
           self._matrix_column_statistic(grad, batch_ndims)
           if split_matrix and i == 1 and dense else
           self._statistic(g, i, dense, nb)
-          for i, (_, dense) in enumerate(self._modes(g, nb))]
-      factors = preconditioners.ema(decay, [m.factor for m in modes],
-                                    statistics)
-      new_state.append(factors)
+          for i, (_, dense) in enumerate(self._modes(g, nb))])
+
+    def moving_averages():
+      return [preconditioners.ema(decay, [m.factor for m in modes], s)
+              for modes, s in zip(state, statistics)]
+    new_state = moving_averages()
 
     def kept():
       return [[tuple(m)[1:] for m in modes] for modes in state]
 
     def refreshed():
+      # The refresh takes its own moving averages (the same sums): a
+      # `tf.cond` would otherwise hold `new_state` as an operand, which
+      # XLA then writes out every step instead of fusing it into the
+      # caller's select of the new state.
+      factors = new_state if self.update_interval == 1 else moving_averages()
       new = [[tuple(m)[1:] for m in self._mode_states(f, g, nb)]
-             for f, (g, nb) in zip(new_state, blocked)]
+             for f, (g, nb) in zip(factors, blocked)]
       if self.update_interval == 1:
         return new
       # A chain whose factors are not finite (its step will be rejected)
       # keeps its roots: callers may then write the roots back whatever
       # the step's fate.
-      finite = (tensors.finite_state(new_state, batch_ndims) &
+      finite = (tensors.finite_state(factors, batch_ndims) &
                 tensors.finite_state(new, batch_ndims))
       return tensors.where_chains(finite, new, kept(), batch_ndims)
     # Only the cached leaves go through `cond`; the factors stay outside it,
@@ -274,17 +281,15 @@ class Shampoo(preconditioners.Preconditioner):
   def state_is_finite(self, state, grads, batch_ndims):
     """Per chain: finite new state, read from the gradient's squares.
 
-    Every factor entry is a moving average of sums of products of the
-    gradient's entries, each bounded by ``Σ g²`` (Cauchy–Schwarz): from
-    finite factors, the new ones are finite when ``Σ g²`` is. The roots,
-    which change only at refresh steps, are checked there (`update`). A
-    step then reads the gradient instead of the factors and roots, several
-    times its size for blocked matrices. With roots refreshed every step,
-    every leaf is read.
+    The factors are finite when ``Σ g²`` is
+    (`preconditioners.squares_finite`); the roots, which change only at
+    refresh steps, are checked there (`update`). A step then reads the
+    gradient instead of the factors and roots, several times its size for
+    blocked matrices. With roots refreshed every step, every leaf is read.
     """
     if self.update_interval == 1:
       return tensors.finite_state(state, batch_ndims)
-    return tensors.finite_chains([tf.square(g) for g in grads], batch_ndims)
+    return preconditioners.squares_finite(grads, batch_ndims)
 
   def cached_leaves(self, state):
     """The roots (and what Γ keeps with them), unless refreshed every step."""
