@@ -98,6 +98,22 @@ FIXED_ROOTS = 10**9
 BATCH = 100
 BLOCK_SIZE = 128  # Blocked Shampoo's rows and its floor.
 BLOCKED = 'ShampooSGRLD (none, blocks of %d, roots fixed)' % BLOCK_SIZE
+UNREFRESHED = ('ShampooSGRLD (none, blocks of %d, no refresh in the step: '
+               'a bound)' % BLOCK_SIZE)
+
+
+def unrefreshed_shampoo(**kw):
+  """Blocked Shampoo whose step holds no refresh at all: a lower bound, not a sampler.
+
+  Its roots keep their initial value and the refresh's conditional is
+  folded away: the statistics, the moving averages, the products and the
+  moves into and out of blocks, with nothing waiting on a refresh.
+  """
+  optimizer = opt.ShampooSGRLD(1e-6, gamma='none', epsilon=1e-2,
+                               update_interval=FIXED_ROOTS,
+                               block_size=BLOCK_SIZE, **kw)
+  optimizer.preconditioner.refreshes = lambda step: tf.constant(False)
+  return optimizer
 
 
 def multiply_adds(block_size, max_dim, hidden=400):
@@ -178,6 +194,7 @@ def configurations(data_size):
       BLOCKED: lambda: opt.ShampooSGRLD(
           1e-6, gamma='none', epsilon=1e-2, update_interval=FIXED_ROOTS,
           block_size=BLOCK_SIZE, **kw),
+      UNREFRESHED: lambda: unrefreshed_shampoo(**kw),
       'ShampooSGRLD (none, blocks of %d, newton roots every 100 steps)'
       % BLOCK_SIZE: lambda: opt.ShampooSGRLD(
           1e-6, gamma='none', epsilon=1e-2, update_interval=100,
@@ -322,7 +339,12 @@ NOTE = ('"RMSprop + noise": Keras\' own RMSprop with the samplers\' normal '
         '112×100 blocks and 400×400 in 100×100, each block with its own '
         'Kronecker factors; "its floor": PSGLD (none) plus Shampoo\'s '
         'per-step multiply-adds (a statistic and two products per mode) at '
-        'the rate of a dense XLA matrix product measured in the same run.')
+        'the rate of a dense XLA matrix product measured in the same run. '
+        '"No refresh in the step: a bound": blocked Shampoo with its '
+        'refresh\'s conditional removed and its roots left at their first '
+        'value (not a sampler): what the statistics, moving averages, '
+        'products and moves into and out of blocks cost with nothing waiting '
+        'on a refresh.')
 
 
 def main():
