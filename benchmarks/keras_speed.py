@@ -132,24 +132,33 @@ def multiply_adds(block_size, max_dim, hidden=400):
   return shampoo, gradient
 
 
-def dense_matmul_rate(hidden, steps=50, rounds=5):
-  """Multiply-adds per second of a dense ``(784, h) @ (h, h)`` product in an XLA loop."""
+DENSE_PRODUCT = 'dense (784, h) @ (h, h) product'
+
+
+def dense_product(hidden, steps=50):
+  """``(multiply-adds, run)``: a dense ``(784, h) @ (h, h)`` product in an XLA loop.
+
+  ``run()`` times one call of `steps` products and returns the seconds per
+  product; `time_steps` times it in the same interleaved rounds as the
+  models, so the floor's rate is measured under the same conditions as the
+  steps it is compared with.
+  """
   rng = np.random.default_rng(0)
   a = tf.constant(rng.normal(size=(784, hidden)), tf.float32)
   b = tf.constant(rng.normal(size=(hidden, hidden)) / hidden, tf.float32)
 
   @tf.function(jit_compile=True)
-  def run(a):
+  def loop(a):
     return tf.while_loop(lambda i, _: i < steps,
                          lambda i, a: (i + 1, a + 1e-6 * tf.matmul(a, b)),
                          (tf.constant(0), a))[1]
-  run(a).numpy()
-  best = np.inf
-  for _ in range(rounds):
+  loop(a).numpy()
+
+  def run():
     start = time.perf_counter()
-    run(a).numpy()
-    best = min(best, (time.perf_counter() - start) / steps)
-  return 784 * hidden * hidden / best
+    loop(a).numpy()
+    return (time.perf_counter() - start) / steps
+  return 784 * hidden * hidden, run
 
 
 def shampoo_floor(best, hidden, rate):
@@ -221,10 +230,11 @@ def build(make_opt, hidden, steps, hvp=False, jit_compile=True):
 
 
 def measure(quick):
-  """Best time per step of every configuration: ``(best, hidden, floor)``.
+  """Best time per step of every configuration: ``(best, hidden, floor, rate)``.
 
   ``floor``: seconds per step of blocked Shampoo at its floor
-  (`shampoo_floor`, from the dense product rate measured in the same run).
+  (`shampoo_floor`) at ``rate``, the dense product's multiply-adds per
+  second, timed in the same rounds (`dense_product`).
   """
   hidden, steps, rounds = (50, 10, 1) if quick else (400, 50, 5)
   configs = configurations(60000)
@@ -232,19 +242,24 @@ def measure(quick):
     configs = {k: configs[k] for k in ('SGD', 'SGD + noise', 'RMSprop + noise',
                                        'PSGLD (none)',
                                        'PSGLD (corrected, Γ on 1/4 batch)')}
+  multiply_adds_per_product, product = dense_product(hidden)
   best = time_steps(configs, hidden, steps, rounds,
-                    instances=1 if quick else 3, jit_compile=not quick)
-  rate = dense_matmul_rate(hidden, rounds=rounds)
-  return best, hidden, shampoo_floor(best, hidden, rate)
+                    instances=1 if quick else 3, jit_compile=not quick,
+                    probes={DENSE_PRODUCT: product})
+  rate = multiply_adds_per_product / best.pop(DENSE_PRODUCT)
+  return best, hidden, shampoo_floor(best, hidden, rate), rate
 
 
-def time_steps(configs, hidden, steps, rounds, instances, jit_compile=True):
+def time_steps(configs, hidden, steps, rounds, instances, jit_compile=True,
+               probes=None):
   """``{name: best seconds per step}`` of `fit` on the MLP, rounds interleaved.
 
   Each configuration is built `instances` times and the best kept: a
   compiled model instance can stay slower in every round for reasons of
   its own (memory layout), which would otherwise set a ratio. Random data,
   batch 100; `steps` steps per compiled call (``steps_per_execution``).
+  `probes`: ``{name: run}``, other timings taken after each model's, in
+  the same rounds (``run()`` returns seconds); their best is returned too.
   """
   rng = np.random.default_rng(0)
   x = rng.random((100, 784), np.float32)
@@ -255,12 +270,15 @@ def time_steps(configs, hidden, steps, rounds, instances, jit_compile=True):
             for _ in range(instances) for name, make in configs.items()]
   for _, model in models:  # Compile and warm up.
     model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
-  best = {name: np.inf for name in configs}
+  probes = probes or {}
+  best = {name: np.inf for name in list(configs) + list(probes)}
   for _ in range(rounds):
     for name, model in models:
       start = time.perf_counter()
       model.fit(data, steps_per_epoch=4 * steps, epochs=1, verbose=0)
       best[name] = min(best[name], (time.perf_counter() - start) / (4 * steps))
+      for probe, run in probes.items():  # Between the models' timings.
+        best[probe] = min(best[probe], run())
   return best
 
 
@@ -339,7 +357,8 @@ NOTE = ('"RMSprop + noise": Keras\' own RMSprop with the samplers\' normal '
         '112×100 blocks and 400×400 in 100×100, each block with its own '
         'Kronecker factors; "its floor": PSGLD (none) plus Shampoo\'s '
         'per-step multiply-adds (a statistic and two products per mode) at '
-        'the rate of a dense XLA matrix product measured in the same run. '
+        'the best rate of a dense XLA matrix product (784, h) @ (h, h), '
+        'timed after each model in the same rounds. '
         '"No refresh in the step: a bound": blocked Shampoo with its '
         'refresh\'s conditional removed and its roots left at their first '
         'value (not a sampler): what the statistics, moving averages, '
@@ -350,7 +369,7 @@ NOTE = ('"RMSprop + noise": Keras\' own RMSprop with the samplers\' normal '
 def main():
   args = common.parser(__doc__.splitlines()[0]).parse_args()
   out = common.out_dir(args.out)
-  best, hidden, floor = measure(args.quick)
+  best, hidden, floor, _ = measure(args.quick)
   common.write_table(
       os.path.join(out, 'keras_speed.md'),
       'Keras step time, MLP 784-%d-%d-10, batch 100, XLA (%s)'

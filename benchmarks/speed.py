@@ -155,9 +155,10 @@ def main():
       ['Kernel step, noise draw alone', '%.2f ms' % (1e3 * mlp['noise']),
        '%.2f' % (mlp['noise'] / mlp['none'])],
   ]
-  best, hidden, floor = keras_speed.measure(args.quick)
+  best, hidden, floor, rate = keras_speed.measure(args.quick)
   rows.append(['Blocked Shampoo\'s floor: PSGLD (none) + its products at the '
-               'dense product rate (MLP 784-%d-%d-10)' % (hidden, hidden),
+               'dense product rate, %.0f GFMA/s (MLP 784-%d-%d-10)'
+               % (rate / 1e9, hidden, hidden),
                '%.3f ms' % (1e3 * floor), ''])
   for name, t, x_sgd, x_noisy, extra in keras_speed.table_rows(best, floor):
     rows.append(['Keras fit step, %s (MLP 784-%d-%d-10)' % (name, hidden,
