@@ -18,6 +18,7 @@ benchmarks and examples compare histograms against one implementation.
 import numpy as np
 
 from tfp_adaptive import validation
+from tfp_adaptive.core import gamma as gamma_lib
 
 __all__ = ['GRID', 'adam_sgld_density', 'bin_probabilities', 'density_cdf',
            'monge_metric', 'predicted_density', 'rmsprop_metric',
@@ -55,8 +56,8 @@ def predicted_density(mode, metric, decay, target=standard_normal,
   With `velocity` (preconditioned SGHMC), the exponent of the metric is
   half that of the Langevin sampler (docs, "The mathematics").
   """
-  validation.check_choice('mode', mode, ('none', 'original', 'corrected'))
-  if mode == 'corrected':
+  validation.check_choice('mode', mode, gamma_lib.GAMMA_MODES)
+  if gamma_lib.is_corrected(mode):
     return target
   power = 1. if mode == 'none' else decay
   if validation.check_bool('velocity', velocity):

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from tfp_adaptive import validation
 from tfp_adaptive.core import diffusion
+from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.core import noise as noise_lib
 from tfp_adaptive.core import preconditioners
 from tfp_adaptive.core import shampoo as shampoo_lib
@@ -68,8 +69,9 @@ class Algorithm(object):
   def __init__(self, preconditioner, noise_preconditioned=True,
                momentum_decay_rate=None, drift_scale=1., noise='gaussian',
                num_adaptation_steps=None, friction=None, gradient_noise=0.,
-               diffusion=None):
+               diffusion=None, lag_metric=False):
     self.preconditioner = preconditioner
+    self.lag_metric = bool(lag_metric) and preconditioner.is_adaptive
     self.friction = friction
     self.gradient_noise = gradient_noise
     self.diffusion = diffusion
@@ -89,7 +91,7 @@ class Algorithm(object):
                 drift_scale=self.drift_scale, noise=self.noise,
                 num_adaptation_steps=self.num_adaptation_steps,
                 friction=self.friction, gradient_noise=self.gradient_noise,
-                diffusion=self.diffusion)
+                diffusion=self.diffusion, lag_metric=self.lag_metric)
     args.update(changes)
     return Algorithm(**args)
 
@@ -98,8 +100,33 @@ class Algorithm(object):
     return self._replace(noise=noise)
 
   def for_gamma(self, gamma):
-    """This algorithm for Γ mode `gamma` (`Preconditioner.for_gamma`: validated, and no state kept for a Γ that is not computed)."""
-    return self._replace(preconditioner=self.preconditioner.for_gamma(gamma))
+    """This algorithm for Γ mode `gamma` (`Preconditioner.for_gamma`: validated, and no state kept for a Γ that is not computed).
+
+    With ``gamma='corrected'`` the step moves with the lagged metric
+    (`step_state`, `gamma.lags_metric`).
+    """
+    return self._replace(
+        preconditioner=self.preconditioner.for_gamma(
+            'corrected' if gamma_lib.is_corrected(gamma) else gamma),
+        lag_metric=gamma_lib.lags_metric(gamma))
+
+  def step_state(self, old_state, new_state, step):
+    """The metric state the step at `step` moves with: its drift, noise and velocity.
+
+    `new_state` (updated with this step's gradient ``ĝ_t``) unless the
+    metric lags (``gamma='corrected'``); then `old_state`, the metric of
+    ``ĝ_0 … ĝ_{t−1}``, which the current minibatch does not enter: the
+    drift's mean is ``M_{t−1} ∇u(θ_t)``, where ``M_t ∇û_t`` has a bias
+    ``(1 − α)·∂M/∂V·Cov(ĝ², ĝ)`` that no step size removes (docs, "The
+    mathematics", "Minibatches"). The first step (0) has no earlier
+    statistics and moves with `new_state`.
+    """
+    if not self.lag_metric:
+      return new_state
+    first = tf.equal(step, 0)
+    return tf.nest.map_structure(
+        lambda o, n: n if o is n else tf.where(first, n, o),
+        old_state, new_state)
 
   def adapting(self, step):
     """Whether the step numbered `step` (0 first) updates the metric.
@@ -212,7 +239,9 @@ class Algorithm(object):
     Args:
       parts: list of `Tensor`s ``θ_t``.
       grads: list, ``∇û(θ_t)`` (gradient of the log-target, not of a loss).
-      pstate: metric state already updated with this step's statistics.
+      pstate: the metric state the step moves with (`step_state`): updated
+        with this step's statistics, or the one before them when the
+        metric lags.
       momentum: Adam-SGLD's ``m_{t-1}`` or ``()``.
       gamma: ``c Γ`` (scaled for its mode; of `gamma_metric`) or `None`.
       step_size: ``h``.
@@ -231,8 +260,9 @@ class Algorithm(object):
       `ratios`, ``(θ_{t+1}, m_t, StepNorms, drift)``, the drift being the
       step's ``M ∇û`` (`drift`), for callers that need it again.
     """
-    if self.num_adaptation_steps is not None:
-      gradient_scale = None  # A frozen metric holds no statistics of ``ĝ``.
+    if self.num_adaptation_steps is not None or self.lag_metric:
+      # A frozen or lagged metric holds no statistics of this step's ``ĝ``.
+      gradient_scale = None
     drift, momentum = self.drift(grads, pstate, momentum, batch_ndims,
                                  gradient_scale)
     xi = noise_lib.draw(parts, noise_seed, self.noise)

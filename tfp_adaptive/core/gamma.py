@@ -21,8 +21,11 @@ metric along it.
 
 Modes (Rensmeyer & Niggemann 2025, Sec. 3 and Algorithm 1):
 ``'none'`` drops Γ; ``'original'`` keeps the Γ of the EMA metric (only
-``1 - α`` of the true one, as TFP's pSGLD); ``'corrected'`` divides it by
-``1 - α``.
+``1 - α`` of the true one, as TFP's pSGLD); ``'corrected_current'`` divides
+it by ``1 - α`` (Algorithm 1 as published); ``'corrected'`` does the same and
+moves the chain with the metric from before the current gradient, which
+removes the bias Algorithm 1 keeps with minibatch gradients (`lags_metric`;
+docs, "The mathematics", "Minibatches").
 """
 
 import tensorflow as tf
@@ -30,11 +33,35 @@ import tensorflow as tf
 from tfp_adaptive.core import noise as noise_lib
 from tfp_adaptive.core import tensors
 
-__all__ = ['GAMMA_ESTIMATORS', 'GAMMA_MODES', 'gamma_scale', 'gradient_and_gamma',
+__all__ = ['CORRECTED_MODES', 'GAMMA_ESTIMATORS', 'GAMMA_MODES', 'gamma_scale',
+           'gradient_and_gamma', 'is_corrected', 'lags_metric',
            'value_and_gradient']
 
-GAMMA_MODES = ('none', 'original', 'corrected')
+GAMMA_MODES = ('none', 'original', 'corrected', 'corrected_current')
 GAMMA_ESTIMATORS = ('hutchinson', 'exact')
+# The modes whose Γ is the full divergence of the metric (scaled by
+# ``1/(1 − α)``). ``'corrected'`` steps with the metric from before the
+# current gradient (`lags_metric`); ``'corrected_current'`` is the published
+# form, whose metric already holds the current gradient (docs, "The
+# mathematics", "Minibatches").
+CORRECTED_MODES = ('corrected', 'corrected_current')
+
+
+def is_corrected(mode):
+  """Whether Γ mode `mode` targets the posterior (its Γ is the full divergence)."""
+  return mode in CORRECTED_MODES
+
+
+def lags_metric(mode):
+  """Whether Γ mode `mode` steps with the metric from before the current gradient.
+
+  Only ``'corrected'``: its drift ``M_{t−1} ∇û_t`` and noise
+  ``M_{t−1}^{1/2} ξ`` use a metric independent of the current minibatch, so
+  that ``E[M_{t−1} ∇û_t] = M_{t−1} ∇u``; Γ still differentiates the
+  metric updated with the current gradient. ``'none'`` and ``'original'``
+  reproduce published code and keep its timing.
+  """
+  return mode == 'corrected'
 
 
 def value_and_gradient(fn, parts):
@@ -53,7 +80,7 @@ def gamma_scale(mode, decay):
     return 0.
   if mode == 'original':
     return 1.
-  return 1. / (1. - decay)
+  return 1. / (1. - decay)  # Both `CORRECTED_MODES`.
 
 
 def _taped_gradient(fn, parts):

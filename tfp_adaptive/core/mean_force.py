@@ -36,6 +36,7 @@ import collections
 import numpy as np
 import scipy.special
 
+from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.core import temperature
 
 __all__ = ['Shift', 'TOLERANCE', 'advice', 'advice_per_part', 'interval_z',
@@ -239,7 +240,7 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
           'Lower `%s` about %.2gx (and run about as many times more steps).'
           % (said, abs(shift.shift), 'above' if shift.shift > 0 else 'below',
              exact_where, besides, step_name, abs(shift.shift) / tolerance))
-  if adaptive and gamma != 'corrected':
+  if adaptive and not gamma_lib.is_corrected(gamma):
     text += (" A metric that adapts without its Γ term shifts the mean by "
              "an amount that a smaller step does not remove: use "
              "gamma='corrected', or freeze the metric after burn-in "

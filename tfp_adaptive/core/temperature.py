@@ -56,6 +56,8 @@ import collections
 
 import numpy as np
 
+from tfp_adaptive.core import gamma as gamma_lib
+
 __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
            'TOLERANCE', 'advice', 'advice_per_part', 'confirms',
            'effective_size',
@@ -314,7 +316,7 @@ def advice(where, reading, temperature, step_name, adaptive=False,
     text += (' A chain still spreading into directions that only the prior '
              'sets (weights whose norms keep growing) also reads cold: '
              'there, run longer instead.')
-  if adaptive and gamma != 'corrected':
+  if adaptive and not gamma_lib.is_corrected(gamma):
     text += " With an adaptive metric, use gamma='corrected'."
   return text
 

@@ -488,7 +488,9 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     _, noise_seed = self.step_seeds(step)
     temperature = tf.convert_to_tensor(self._temperature_variable)
     out = self._algorithm.update(
-        parts, target_grads, new_pstate, momentum, full_gamma, learning_rate,
+        parts, target_grads,
+        self._algorithm.step_state(pstate, new_pstate, step32), momentum,
+        full_gamma, learning_rate,
         temperature, noise_seed, 0, noise_scale, gradient_scale=-n,
         ratios=self.regime_state is not None or self.monitor_state is not None)
     new_parts, new_momentum = out[:2]

@@ -219,8 +219,10 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           noise_seed=noise_seed, noise=self.algorithm.noise,
           adapting=self.algorithm.adapting(prev.step))
       h = schedules.evaluate(self.step_size, prev.step)
+      step_pstate = self.algorithm.step_state(prev.preconditioner_state,
+                                              pstate, prev.step)
       new_parts, momentum, norms, _ = self.algorithm.update(
-          parts, grads, pstate, prev.momentum, gamma, h, p['temperature'],
+          parts, grads, step_pstate, prev.momentum, gamma, h, p['temperature'],
           noise_seed, batch_ndims,
           noise_scale=schedules.noise_scale(self.step_size, prev.step),
           gradient_scale=1., ratios=True)
