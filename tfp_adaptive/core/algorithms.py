@@ -25,8 +25,14 @@ from tfp_adaptive.core import preconditioners
 from tfp_adaptive.core import shampoo as shampoo_lib
 from tfp_adaptive.core import tensors
 
-__all__ = ['Algorithm', 'StepNorms', 'adam_sgld', 'monge', 'psgld', 'sgld',
+__all__ = ['Algorithm', 'DEFAULT_METRIC_WARMUP', 'StepNorms', 'adam_sgld', 'monge', 'psgld', 'sgld',
            'sghmc', 'sgnht', 'shampoo', 'wenzel']
+
+
+# Steps of metric-only warm-up of a lagged metric (``gamma='corrected'``) by
+# default: the chain's first metric is the mean of this many minibatch
+# statistics at the initial state.
+DEFAULT_METRIC_WARMUP = 10
 
 
 class StepNorms(collections.namedtuple(
@@ -69,9 +75,13 @@ class Algorithm(object):
   def __init__(self, preconditioner, noise_preconditioned=True,
                momentum_decay_rate=None, drift_scale=1., noise='gaussian',
                num_adaptation_steps=None, friction=None, gradient_noise=0.,
-               diffusion=None, lag_metric=False):
+               diffusion=None, lag_metric=False, metric_warmup_steps=None):
     self.preconditioner = preconditioner
     self.lag_metric = bool(lag_metric) and preconditioner.is_adaptive
+    if metric_warmup_steps is not None:
+      metric_warmup_steps = validation.check_int('metric_warmup_steps',
+                                                 metric_warmup_steps, low=0)
+    self.metric_warmup_steps = metric_warmup_steps
     self.friction = friction
     self.gradient_noise = gradient_noise
     self.diffusion = diffusion
@@ -91,7 +101,8 @@ class Algorithm(object):
                 drift_scale=self.drift_scale, noise=self.noise,
                 num_adaptation_steps=self.num_adaptation_steps,
                 friction=self.friction, gradient_noise=self.gradient_noise,
-                diffusion=self.diffusion, lag_metric=self.lag_metric)
+                diffusion=self.diffusion, lag_metric=self.lag_metric,
+                metric_warmup_steps=self.metric_warmup_steps)
     args.update(changes)
     return Algorithm(**args)
 
@@ -105,10 +116,47 @@ class Algorithm(object):
     With ``gamma='corrected'`` the step moves with the lagged metric
     (`step_state`, `gamma.lags_metric`).
     """
-    return self._replace(
-        preconditioner=self.preconditioner.for_gamma(
-            'corrected' if gamma_lib.is_corrected(gamma) else gamma),
-        lag_metric=gamma_lib.lags_metric(gamma))
+    lag = gamma_lib.lags_metric(gamma)
+    pre = self.preconditioner.for_gamma(
+        'corrected' if gamma_lib.is_corrected(gamma) else gamma)
+    return self._replace(preconditioner=pre.with_warmup(
+        self._warmup_for(pre, lag)), lag_metric=lag)
+
+  def _warmup_for(self, preconditioner, lag):
+    """`metric_warmup_steps` resolved.
+
+    `None`: `DEFAULT_METRIC_WARMUP` for a lagged metric that would start
+    from the first gradient alone (RMSprop's warm start, Shampoo's zero
+    factors), else 0 (a fixed start such as TFP's ``V_0 = 1``, Monge's
+    ``ℓ_0 = 0`` and Wenzel's equal scales are away from any cusp).
+    """
+    if not preconditioner.is_adaptive:
+      return 0
+    if self.metric_warmup_steps is None:
+      return (DEFAULT_METRIC_WARMUP if
+              lag and preconditioner.starts_from_first_gradient else 0)
+    return self.metric_warmup_steps
+
+  @property
+  def warmup_steps(self):
+    """Steps at the start that only gather the metric's statistics (`moves`)."""
+    return self.preconditioner.warmup_steps
+
+  def moves(self, step):
+    """Whether the step numbered `step` moves the chain; `None` when every step does.
+
+    The first `warmup_steps` steps take the gradient at the initial state
+    and fold its statistics into the metric's plain mean
+    (`Preconditioner.decay_at`), and leave the state, the velocity and the
+    momentum as they are. The chain then starts from a metric built from
+    that many minibatch gradients, not from the first alone: a coordinate
+    whose first gradient is near zero would otherwise start at the
+    metric's cusp, where Γ is largest and throws the chain far out (docs,
+    "The mathematics", "Minibatches").
+    """
+    if not self.warmup_steps:
+      return None
+    return tf.greater_equal(step, self.warmup_steps)
 
   def step_state(self, old_state, new_state, step):
     """The metric state the step at `step` moves with: its drift, noise and velocity.
@@ -233,7 +281,7 @@ class Algorithm(object):
 
   def update(self, parts, grads, pstate, momentum, gamma, step_size,
              temperature, noise_seed, batch_ndims, noise_scale=None,
-             gradient_scale=None, ratios=False):
+             gradient_scale=None, ratios=False, step=None):
     """One Euler–Maruyama step from the gradient ``∇û`` and the new metric.
 
     Args:
@@ -254,6 +302,7 @@ class Algorithm(object):
         `pstate` was updated with (1 in the kernels, ``-N`` in Keras, whose
         metric is built from the loss gradient); lets the metric reuse its
         statistics of ``ĝ`` in the drift.
+      step: the step counter (0 first), for `moves`; `None` moves always.
 
     Returns:
       ``(θ_{t+1}, m_t)`` (SGHMC: ``m_t`` is the velocity ``v_{t+1}``); with
@@ -263,6 +312,23 @@ class Algorithm(object):
     if self.num_adaptation_steps is not None or self.lag_metric:
       # A frozen or lagged metric holds no statistics of this step's ``ĝ``.
       gradient_scale = None
+    moves = None if step is None else self.moves(step)
+    if moves is not None and gamma is not None:  # Not applied: not counted.
+      gamma = [tf.where(moves, g, tf.zeros_like(g)) for g in gamma]
+    out = self._update(parts, grads, pstate, momentum, gamma, step_size,
+                       temperature, noise_seed, batch_ndims, noise_scale,
+                       gradient_scale, ratios)
+    if moves is None:
+      return out
+    keep = lambda new, old: tf.where(moves, new, old)
+    new_parts = [keep(n, o) for n, o in zip(out[0], parts)]
+    new_momentum = tf.nest.map_structure(keep, out[1], momentum)
+    return (new_parts, new_momentum) + tuple(out[2:])
+
+  def _update(self, parts, grads, pstate, momentum, gamma, step_size,
+              temperature, noise_seed, batch_ndims, noise_scale,
+              gradient_scale, ratios):
+    """`update` for a step that moves."""
     drift, momentum = self.drift(grads, pstate, momentum, batch_ndims,
                                  gradient_scale)
     xi = noise_lib.draw(parts, noise_seed, self.noise)
@@ -375,7 +441,8 @@ def sgnht(diffusion):
 
 
 def psgld(preconditioner_decay_rate, diagonal_bias, bias_outside_sqrt=False,
-          num_adaptation_steps=None, friction=None, initial_value=None):
+          num_adaptation_steps=None, friction=None, metric_warmup_steps=None,
+          initial_value=None):
   """pSGLD (Li et al. 2016; Rensmeyer & Niggemann 2025, Algorithm 1).
 
   `initial_value`: ``V_0``, or `None` (the kernels' default) for the warm
@@ -387,11 +454,12 @@ def psgld(preconditioner_decay_rate, diagonal_bias, bias_outside_sqrt=False,
       preconditioner_decay_rate, diagonal_bias,
       validation.check_bool('bias_outside_sqrt', bias_outside_sqrt),
       initial_value), num_adaptation_steps=num_adaptation_steps,
-                   friction=_friction(friction))
+                   friction=_friction(friction),
+                   metric_warmup_steps=metric_warmup_steps)
 
 
 def wenzel(preconditioner_decay_rate, update_interval, diagonal_bias,
-           num_adaptation_steps=None, friction=None):
+           num_adaptation_steps=None, friction=None, metric_warmup_steps=None):
   """Layer-wise preconditioned SGLD (Wenzel et al. 2020)."""
   _decay('preconditioner_decay_rate', preconditioner_decay_rate)
   validation.check_int('update_interval', update_interval)
@@ -399,11 +467,12 @@ def wenzel(preconditioner_decay_rate, update_interval, diagonal_bias,
   return Algorithm(preconditioners.Wenzel(
       preconditioner_decay_rate, diagonal_bias, update_interval),
                    num_adaptation_steps=num_adaptation_steps,
-                   friction=_friction(friction))
+                   friction=_friction(friction),
+                   metric_warmup_steps=metric_warmup_steps)
 
 
 def monge(alpha2, preconditioner_decay_rate, fallback_threshold,
-          num_adaptation_steps=None, friction=None):
+          num_adaptation_steps=None, friction=None, metric_warmup_steps=None):
   """SGRLD in the Monge metric (Yu et al. 2023, Sec. 3.1)."""
   _nonnegative('alpha2', alpha2)
   _decay('preconditioner_decay_rate', preconditioner_decay_rate)
@@ -412,12 +481,13 @@ def monge(alpha2, preconditioner_decay_rate, fallback_threshold,
   return Algorithm(preconditioners.Monge(
       preconditioner_decay_rate, alpha2, fallback_threshold),
                    num_adaptation_steps=num_adaptation_steps,
-                   friction=_friction(friction))
+                   friction=_friction(friction),
+                   metric_warmup_steps=metric_warmup_steps)
 
 
 def shampoo(preconditioner_decay_rate, epsilon, update_interval, max_dim,
             block_size=None, roots='eigh', num_adaptation_steps=None,
-            friction=None):
+            friction=None, metric_warmup_steps=None):
   """SGRLD in the Shampoo metric (Yu et al. 2023, Sec. 3.2)."""
   _decay('preconditioner_decay_rate', preconditioner_decay_rate)
   validation.check_number('epsilon', epsilon, low=0., low_open=True)
@@ -428,7 +498,8 @@ def shampoo(preconditioner_decay_rate, epsilon, update_interval, max_dim,
   return Algorithm(shampoo_lib.Shampoo(
       preconditioner_decay_rate, epsilon, update_interval, max_dim,
       block_size, roots), num_adaptation_steps=num_adaptation_steps,
-                   friction=_friction(friction))
+                   friction=_friction(friction),
+                   metric_warmup_steps=metric_warmup_steps)
 
 
 def adam_sgld(preconditioner_decay_rate, momentum_decay_rate, drift_scale,

@@ -30,6 +30,7 @@ for its value (Wenzel's periodic scales); `gamma.py` relies on this.
 """
 
 import collections
+import copy
 
 import tensorflow as tf
 
@@ -62,6 +63,34 @@ class Preconditioner(object):
   is_adaptive = False
   # Least EMA rate with minibatch gradients (`tfp_adaptive.core.regime`).
   min_decay_stochastic = 0.9
+  # Steps 0 … k−1 average the statistics with equal weights (`decay_at`).
+  warmup_steps = 0
+  # Whether the first metric is built from the first gradient alone (or
+  # from a vanishing initial state): a metric with a cusp then starts at it
+  # wherever that gradient is near zero (`Algorithm.moves`).
+  starts_from_first_gradient = False
+
+  def with_warmup(self, steps):
+    """This metric with its statistics averaged with equal weights over the first `steps` steps."""
+    if steps == self.warmup_steps:
+      return self
+    out = copy.copy(self)
+    out.warmup_steps = steps
+    return out
+
+  def decay_at(self, step, dtype):
+    """The moving average's rate at `step`: ``t/(t + 1)`` while warming up, then `decay`.
+
+    During the first `warmup_steps` steps the statistics are the plain mean
+    of the ones seen so far (the first step replaces the initial state),
+    so that the metric a chain starts moving with is built from several
+    gradients, not from the first alone (`Algorithm.moves`).
+    """
+    decay = tf.cast(self.decay, dtype)
+    if not self.warmup_steps:
+      return decay
+    t = tf.cast(step, dtype)
+    return tf.where(step < self.warmup_steps, t / (t + 1.), decay)
 
   def check_gamma(self, gamma):
     """Raises `ValueError` if this metric cannot give Γ for mode `gamma`."""
@@ -94,8 +123,12 @@ class Preconditioner(object):
     `True` (a Python bool) when ``update_interval == 1``. The leaves
     `cached_leaves` marks change only at these steps.
     """
-    return (True if self.update_interval == 1 else
-            tf.equal(step % self.update_interval, 0))
+    if self.update_interval == 1:
+      return True
+    refresh = tf.equal(step % self.update_interval, 0)
+    if self.warmup_steps:  # The chain's first move uses the warmed metric.
+      refresh |= tf.equal(step, self.warmup_steps - 1)
+    return refresh
 
   def cached_leaves(self, state):
     """`state`'s structure, True at leaves that change only when `refreshes`.
@@ -278,6 +311,8 @@ class RMSprop(Preconditioner):
     self.diagonal_bias = diagonal_bias
     self.bias_outside_sqrt = bias_outside_sqrt
     self.initial_value = initial_value
+    # A fixed ``V_0`` (TFP's 1) starts the metric away from its cusp.
+    self.starts_from_first_gradient = initial_value is None
 
   def init(self, params, batch_ndims):
     value = 0. if self.initial_value is None else self.initial_value
@@ -285,7 +320,7 @@ class RMSprop(Preconditioner):
                          for p in params])
 
   def update(self, state, grads, step, batch_ndims):
-    decay = tf.cast(self.decay, grads[0].dtype)
+    decay = self.decay_at(step, grads[0].dtype)
     squares = [tf.square(g) for g in grads]
     old = state.second_moment
     if self.initial_value is None:  # Warm start: V ← ĝ² at the first step.
@@ -364,7 +399,7 @@ class Wenzel(Preconditioner):
     return [smallest / s for s in sig]
 
   def update(self, state, grads, step, batch_ndims):
-    decay = tf.cast(self.decay, grads[0].dtype)
+    decay = self.decay_at(step, grads[0].dtype)
     moments = ema(decay, state.second_moment, [tf.square(g) for g in grads])
     refresh = self.refreshes(step)
     fresh = self._fresh_scales(tf.nest.map_structure(tf.stop_gradient, moments),
@@ -428,7 +463,7 @@ class Monge(Preconditioner):
                       tf.zeros(batch, tf.bool), zero)
 
   def update(self, state, grads, step, batch_ndims):
-    lam = tf.cast(self.decay, grads[0].dtype)
+    lam = self.decay_at(step, grads[0].dtype)
     mean_grad = ema(lam, state.mean_grad, grads)
     old_g, gg = tensors.event_dots(
         [(state.mean_grad, grads), (grads, grads)], batch_ndims)
@@ -474,7 +509,7 @@ class Monge(Preconditioner):
     lv, lg, gv = tensors.event_dots(
         [(ell, vectors), (ell, grad_tangents), (grad_tangents, vectors)],
         batch_ndims)
-    lam = tf.cast(self.decay, lv.dtype)
+    lam = self.decay_at(step, lv.dtype)
     a2 = tf.cast(self.alpha2, lv.dtype)
     c = self._metric_coef(a2, new_state.sq_norm)
     s_dot = 2. * (1. - lam) * lg

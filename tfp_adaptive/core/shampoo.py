@@ -60,6 +60,8 @@ class Shampoo(preconditioners.Preconditioner):
   """
 
   is_adaptive = True
+  # Zero factors: the first roots are those of ``ĝ_0ĝ_0ᵀ + εI``.
+  starts_from_first_gradient = True
 
   def __init__(self, decay, epsilon, update_interval, max_dim=1024,
                block_size=None, roots='eigh', eigenbasis=True):
@@ -236,7 +238,7 @@ class Shampoo(preconditioners.Preconditioner):
     return tf.einsum('...jakb,...jakz->...jkbz', x, x)
 
   def update(self, state, grads, step, batch_ndims):
-    decay = tf.cast(self.decay, grads[0].dtype)
+    decay = self.decay_at(step, grads[0].dtype)
     blocked = [self._to_blocks(g, batch_ndims) for g in grads]
     statistics = []
     for grad, (g, nb) in zip(grads, blocked):

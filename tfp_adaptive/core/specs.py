@@ -89,6 +89,19 @@ _FRICTION_DOC = (
     '``ηC``; BlackJAX\'s ``alpha·step_size``). Lower keeps more momentum: '
     'longer moves per gradient, more sensitive to gradient noise.')
 
+# Every Riemannian sampler's: the metric gathered before the chain moves.
+_WARMUP = Hyperparameter(
+    'metric_warmup_steps', None,
+    '`None` or an int >= 0: the first this many steps only gather the '
+    'metric\'s statistics at the initial state (their plain mean) and do '
+    'not move the chain, so that it starts with a metric built from that '
+    'many minibatch gradients and no coordinate starts at the metric\'s '
+    'cusp. `None`: %d with ``gamma=\'corrected\'`` (which moves with '
+    'the metric from before the current gradient) where the metric would '
+    'otherwise start from the first gradient alone (the kernels\' PSGLD, '
+    'Shampoo), 0 otherwise (a fixed start such as the Keras PSGLD\'s '
+    '``V_0 = 1``).' % algorithms.DEFAULT_METRIC_WARMUP)
+
 # Every Riemannian sampler's: `None` is Langevin dynamics; a number gives it
 # a velocity (preconditioned SGHMC, `diffusion.hamiltonian_step`).
 _METRIC_FRICTION = Hyperparameter(
@@ -123,7 +136,7 @@ PSGLD = SamplerSpec(
                     '(guide "Step sizes and regimes").'),
      Hyperparameter('bias_outside_sqrt', False,
                     'Python bool, Li et al.\'s form of ``M``.'),
-     _ADAPTATION, _METRIC_FRICTION),
+     _ADAPTATION, _METRIC_FRICTION, _WARMUP),
     algorithms.psgld, True)
 
 WENZEL = SamplerSpec(
@@ -137,7 +150,7 @@ WENZEL = SamplerSpec(
                     '(Wenzel et al. refresh once per epoch).'),
      Hyperparameter('diagonal_bias', 1e-8,
                     'ε >= 0 in ``σ_l = sqrt(ε + mean(V_l))``.'),
-     _ADAPTATION, _METRIC_FRICTION),
+     _ADAPTATION, _METRIC_FRICTION, _WARMUP),
     algorithms.wenzel, True)
 
 MONGE = SamplerSpec(
@@ -151,7 +164,7 @@ MONGE = SamplerSpec(
      Hyperparameter('fallback_threshold', 1000.,
                     '> 0; a chain whose preconditioned gradient is longer '
                     'uses ``M = I`` for that step (Yu et al. App. A.4).'),
-     _ADAPTATION, _METRIC_FRICTION),
+     _ADAPTATION, _METRIC_FRICTION, _WARMUP),
     algorithms.monge, True)
 
 SHAMPOO = SamplerSpec(
@@ -183,7 +196,7 @@ SHAMPOO = SamplerSpec(
                     'iteration, matrix products only: for accelerators, '
                     'and ``gamma=\'none\'`` only; see the guide '
                     '"Performance").'),
-     _ADAPTATION, _METRIC_FRICTION),
+     _ADAPTATION, _METRIC_FRICTION, _WARMUP),
     algorithms.shampoo, True)
 
 ADAM_SGLD = SamplerSpec(

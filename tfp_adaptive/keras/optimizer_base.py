@@ -89,8 +89,10 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     temperature: ``τ > 0`` (1 = Bayes posterior; < 1 cold posterior).
     noise: the law of the injected ``ξ``: ``'gaussian'`` (default) or
       ``'rademacher'`` (±1, one random sign per weight; as the kernels').
-    gamma: ``'none' | 'original' | 'corrected'``; anything but ``'none'``
-      needs the loss, see `tfp_adaptive.keras.enable_gamma`.
+    gamma: ``'none' | 'original' | 'corrected' | 'corrected_current'``
+      (as the kernels'; ``'corrected_current'`` is the published form);
+      anything but ``'none'`` needs the loss, see
+      `tfp_adaptive.keras.enable_gamma`.
     gamma_estimator: ``'hutchinson' | 'exact'``.
     gamma_subsample: fraction in (0, 1] of each minibatch on which Γ's
       Hessian-vector product is computed (a random subset, drawn per step;
@@ -492,6 +494,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         self._algorithm.step_state(pstate, new_pstate, step32), momentum,
         full_gamma, learning_rate,
         temperature, noise_seed, 0, noise_scale, gradient_scale=-n,
+        step=step32,
         ratios=self.regime_state is not None or self.monitor_state is not None)
     new_parts, new_momentum = out[:2]
     # A NaN/Inf in the gradient or Γ reaches the new weights; overflowing

@@ -225,7 +225,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           parts, grads, step_pstate, prev.momentum, gamma, h, p['temperature'],
           noise_seed, batch_ndims,
           noise_scale=schedules.noise_scale(self.step_size, prev.step),
-          gradient_scale=1., ratios=True)
+          gradient_scale=1., ratios=True, step=prev.step)
       # The new metric state and momentum too: overflowing statistics
       # freeze a chain without a NaN in the proposal
       # (`Algorithm.state_is_finite`).
