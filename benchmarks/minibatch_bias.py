@@ -1,9 +1,9 @@
 """Error against the step size with minibatch gradients: the corrected samplers' two forms beside SGLD.
 
 At a fixed batch size and decay, the published corrected sampler
-(``gamma='corrected_current'``: the metric holds the current gradient) keeps
-an error that a smaller step does not remove; ``gamma='corrected'`` (the
-metric from before the current gradient) does not (docs, "The mathematics",
+(``gamma='corrected'``: the metric holds the current gradient) keeps an
+error that a smaller step does not remove; ``gamma='corrected_lagged'``
+(the metric from before the current gradient) does not (docs, "The mathematics",
 "Minibatches"). Two targets, each over a decade of steps:
 
 * **A Gaussian with minibatch noise of known law**: ``u(θ) = −θ²/2`` per
@@ -58,8 +58,8 @@ def samplers():
                                         diagonal_bias=1e-3, gamma=gamma)
   return [
       ('SGLD', lambda fn, h: tfa.mcmc.SGLD(fn, h), False),
-      ("PSGLD, gamma='corrected_current'", psgld('corrected_current'), True),
       ("PSGLD, gamma='corrected'", psgld('corrected'), True),
+      ("PSGLD, gamma='corrected_lagged'", psgld('corrected_lagged'), True),
   ]
 
 

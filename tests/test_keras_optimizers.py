@@ -301,9 +301,7 @@ def _noiseless_steps(fraction, draws, probability=1., gamma='corrected'):
     model.set_weights(w0)
     for v, value in zip(opt.variables, s0):
       v.assign(value)
-    # The row subset is drawn from the step's seed; from step 1 on, every
-    # draw moves with the same (lagged) metric state `s0`.
-    opt.iterations.assign(k + 1)
+    opt.iterations.assign(k)  # The row subset is drawn from the step's seed.
     model.train_on_batch(x[:16], y[:16])
     out.append(np.concatenate([(a - b).ravel()
                                for a, b in zip(model.get_weights(), w0)]))
@@ -326,13 +324,10 @@ def test_gamma_subsample_in_fit_is_unbiased():
 
 def test_gamma_probability_adds_gamma_over_p_on_a_random_share_of_steps():
   """Each step is either the Γ-free one or adds Γ/p; unbiased on average."""
-  # The metric that includes the step's gradient, as with gamma='none', so
-  # that the two steps differ by Γ alone.
-  full = _noiseless_steps(1., 1, gamma='corrected_current')[0]
+  full = _noiseless_steps(1., 1)[0]
   none = _noiseless_steps(1., 1, gamma='none')[0]
   with_gamma = none + (full - none) / 0.25
-  steps = _noiseless_steps(1., 100, probability=0.25,
-                           gamma='corrected_current')
+  steps = _noiseless_steps(1., 100, probability=0.25)
   hit = np.array([np.allclose(s, with_gamma, rtol=1e-9, atol=1e-15)
                   for s in steps])
   miss = np.array([np.allclose(s, none, rtol=1e-9, atol=1e-15) for s in steps])

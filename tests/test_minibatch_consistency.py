@@ -1,10 +1,10 @@
-"""With minibatch gradients the corrected sampler is consistent, and starts without kicks.
+"""With minibatch gradients the lagged corrected sampler is consistent, and corrected chains start without kicks.
 
 - A Gaussian whose minibatch gradient noise grows with ``|θ|``: the lagged
-  corrected sampler (``gamma='corrected'``) samples its sd within the Monte
-  Carlo error at a small step; the published form
-  (``gamma='corrected_current'``) keeps a bias of about 2.5% there, which
-  the run resolves at full size (docs, "The mathematics", "Minibatches").
+  corrected sampler (``gamma='corrected_lagged'``) samples its sd within
+  the Monte Carlo error at a small step; the published form
+  (``gamma='corrected'``) keeps a bias of about 2.5% there, which the run
+  resolves at full size (docs, "The mathematics", "Minibatches").
 - Bayesian logistic regression on scikit-learn's breast cancer data with
   minibatches, many chains from the posterior mode: no chain leaves the
   range of the NUTS draws by more than 3 posterior sds in its first 1,000
@@ -50,8 +50,8 @@ def test_lagged_corrected_sampler_is_consistent_with_minibatch_noise():
   h = 0.003
   chains = int(1000 * scale)
   steps = int(150 / h)
-  lagged = _second_moments('corrected', h, chains, steps, (7, 1))
-  current = _second_moments('corrected_current', h, chains, steps, (7, 1))
+  lagged = _second_moments('corrected_lagged', h, chains, steps, (7, 1))
+  current = _second_moments('corrected', h, chains, steps, (7, 1))
   sd_lagged, sd_current = np.sqrt(lagged.mean()), np.sqrt(current.mean())
   # se of sqrt(mean) from the chains' spread (delta method).
   se_lagged = lagged.std(ddof=1) / np.sqrt(chains) / (2 * sd_lagged)
@@ -113,9 +113,9 @@ def _mode(full, dim):
 def test_no_chain_is_kicked_out_from_the_mode():
   """At the mode each minibatch gradient is pure noise, so some coordinates'
   first gradients are near zero: from that one gradient the metric starts at
-  its cusp and Γ kicks (measured: 2 of 256 chains beyond 4.7 sds with
-  ``metric_warmup_steps=0``, 1 with ``'corrected_current'``, none without Γ).
-  The default warm-up starts from the mean of 10."""
+  its cusp and Γ kicks (measured: 1 of 256 chains beyond 4.7 sds with
+  ``metric_warmup_steps=0``, 2 with the lagged metric and no warm-up, none
+  without Γ). The default warm-up starts from the mean of 10."""
   mini, full, dim = _logistic()
   ref = _nuts_draws(full, dim, 8, 250)
   low, high, sd = ref.min(0), ref.max(0), ref.std(0)

@@ -29,9 +29,9 @@ __all__ = ['Algorithm', 'DEFAULT_METRIC_WARMUP', 'StepNorms', 'adam_sgld', 'mong
            'sghmc', 'sgnht', 'shampoo', 'wenzel']
 
 
-# Steps of metric-only warm-up of a lagged metric (``gamma='corrected'``) by
-# default: the chain's first metric is the mean of this many minibatch
-# statistics at the initial state.
+# Steps of metric-only warm-up with a corrected Γ by default, where the
+# metric would start from the first gradient alone: the chain's first metric
+# is the mean of this many minibatch statistics at the initial state.
 DEFAULT_METRIC_WARMUP = 10
 
 
@@ -113,28 +113,29 @@ class Algorithm(object):
   def for_gamma(self, gamma):
     """This algorithm for Γ mode `gamma` (`Preconditioner.for_gamma`: validated, and no state kept for a Γ that is not computed).
 
-    With ``gamma='corrected'`` the step moves with the lagged metric
+    With ``gamma='corrected_lagged'`` the step moves with the lagged metric
     (`step_state`, `gamma.lags_metric`).
     """
-    lag = gamma_lib.lags_metric(gamma)
-    pre = self.preconditioner.for_gamma(
-        'corrected' if gamma_lib.is_corrected(gamma) else gamma)
+    corrected = gamma_lib.is_corrected(gamma)
+    pre = self.preconditioner.for_gamma('corrected' if corrected else gamma)
     return self._replace(preconditioner=pre.with_warmup(
-        self._warmup_for(pre, lag)), lag_metric=lag)
+        self._warmup_for(pre, corrected)),
+                         lag_metric=gamma_lib.lags_metric(gamma))
 
-  def _warmup_for(self, preconditioner, lag):
+  def _warmup_for(self, preconditioner, corrected):
     """`metric_warmup_steps` resolved.
 
-    `None`: `DEFAULT_METRIC_WARMUP` for a lagged metric that would start
-    from the first gradient alone (RMSprop's warm start, Shampoo's zero
-    factors), else 0 (a fixed start such as TFP's ``V_0 = 1``, Monge's
-    ``ℓ_0 = 0`` and Wenzel's equal scales are away from any cusp).
+    `None`: `DEFAULT_METRIC_WARMUP` for a corrected Γ of a metric that would
+    start from the first gradient alone (RMSprop's warm start, Shampoo's
+    zero factors), else 0 (a fixed start such as TFP's ``V_0 = 1``, Monge's
+    ``ℓ_0 = 0`` and Wenzel's equal scales is away from any cusp, and
+    ``'none'`` and ``'original'`` keep the published start).
     """
     if not preconditioner.is_adaptive:
       return 0
     if self.metric_warmup_steps is None:
       return (DEFAULT_METRIC_WARMUP if
-              lag and preconditioner.starts_from_first_gradient else 0)
+              corrected and preconditioner.starts_from_first_gradient else 0)
     return self.metric_warmup_steps
 
   @property
@@ -162,8 +163,10 @@ class Algorithm(object):
     """The metric state the step at `step` moves with: its drift, noise and velocity.
 
     `new_state` (updated with this step's gradient ``ĝ_t``) unless the
-    metric lags (``gamma='corrected'``); then `old_state`, the metric of
-    ``ĝ_0 … ĝ_{t−1}``, which the current minibatch does not enter: the
+    metric lags (``gamma='corrected_lagged'``); then `old_state`, the metric of
+    ``ĝ_0 … ĝ_{t−1}``, which the current minibatch does not enter
+    (`Preconditioner.lagged_state`; RMSprop floors it at the current
+    gradient's share so that no step is longer than without the lag): the
     drift's mean is ``M_{t−1} ∇u(θ_t)``, where ``M_t ∇û_t`` has a bias
     ``(1 − α)·∂M/∂V·Cov(ĝ², ĝ)`` that no step size removes (docs, "The
     mathematics", "Minibatches"). The first step (0) has no earlier
@@ -171,10 +174,11 @@ class Algorithm(object):
     """
     if not self.lag_metric:
       return new_state
+    lagged = self.preconditioner.lagged_state(old_state, new_state)
     first = tf.equal(step, 0)
     return tf.nest.map_structure(
         lambda o, n: n if o is n else tf.where(first, n, o),
-        old_state, new_state)
+        lagged, new_state)
 
   def adapting(self, step):
     """Whether the step numbered `step` (0 first) updates the metric.

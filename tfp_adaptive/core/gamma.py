@@ -21,10 +21,10 @@ metric along it.
 
 Modes (Rensmeyer & Niggemann 2025, Sec. 3 and Algorithm 1):
 ``'none'`` drops Γ; ``'original'`` keeps the Γ of the EMA metric (only
-``1 - α`` of the true one, as TFP's pSGLD); ``'corrected_current'`` divides
-it by ``1 - α`` (Algorithm 1 as published); ``'corrected'`` does the same and
-moves the chain with the metric from before the current gradient, which
-removes the bias Algorithm 1 keeps with minibatch gradients (`lags_metric`;
+``1 - α`` of the true one, as TFP's pSGLD); ``'corrected'`` divides it by
+``1 - α`` (Algorithm 1); ``'corrected_lagged'`` does the same and moves the
+chain with the metric from before the current gradient, which removes the
+first-order bias Algorithm 1 keeps with minibatch gradients (`lags_metric`;
 docs, "The mathematics", "Minibatches").
 """
 
@@ -37,14 +37,13 @@ __all__ = ['CORRECTED_MODES', 'GAMMA_ESTIMATORS', 'GAMMA_MODES', 'gamma_scale',
            'gradient_and_gamma', 'is_corrected', 'lags_metric',
            'value_and_gradient']
 
-GAMMA_MODES = ('none', 'original', 'corrected', 'corrected_current')
+GAMMA_MODES = ('none', 'original', 'corrected', 'corrected_lagged')
 GAMMA_ESTIMATORS = ('hutchinson', 'exact')
 # The modes whose Γ is the full divergence of the metric (scaled by
-# ``1/(1 − α)``). ``'corrected'`` steps with the metric from before the
-# current gradient (`lags_metric`); ``'corrected_current'`` is the published
-# form, whose metric already holds the current gradient (docs, "The
-# mathematics", "Minibatches").
-CORRECTED_MODES = ('corrected', 'corrected_current')
+# ``1/(1 − α)``). ``'corrected'`` is the published form, whose metric already
+# holds the current gradient; ``'corrected_lagged'`` steps with the metric
+# from before it (`lags_metric`; docs, "The mathematics", "Minibatches").
+CORRECTED_MODES = ('corrected', 'corrected_lagged')
 
 
 def is_corrected(mode):
@@ -55,13 +54,13 @@ def is_corrected(mode):
 def lags_metric(mode):
   """Whether Γ mode `mode` steps with the metric from before the current gradient.
 
-  Only ``'corrected'``: its drift ``M_{t−1} ∇û_t`` and noise
+  Only ``'corrected_lagged'``: its drift ``M_{t−1} ∇û_t`` and noise
   ``M_{t−1}^{1/2} ξ`` use a metric independent of the current minibatch, so
   that ``E[M_{t−1} ∇û_t] = M_{t−1} ∇u``; Γ still differentiates the
-  metric updated with the current gradient. ``'none'`` and ``'original'``
-  reproduce published code and keep its timing.
+  metric updated with the current gradient. The other modes keep the
+  published timing.
   """
-  return mode == 'corrected'
+  return mode == 'corrected_lagged'
 
 
 def value_and_gradient(fn, parts):

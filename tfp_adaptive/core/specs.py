@@ -96,11 +96,11 @@ _WARMUP = Hyperparameter(
     'metric\'s statistics at the initial state (their plain mean) and do '
     'not move the chain, so that it starts with a metric built from that '
     'many minibatch gradients and no coordinate starts at the metric\'s '
-    'cusp. `None`: %d with ``gamma=\'corrected\'`` (which moves with '
-    'the metric from before the current gradient) where the metric would '
-    'otherwise start from the first gradient alone (the kernels\' PSGLD, '
-    'Shampoo), 0 otherwise (a fixed start such as the Keras PSGLD\'s '
-    '``V_0 = 1``).' % algorithms.DEFAULT_METRIC_WARMUP)
+    'cusp, where the corrected Γ is largest. `None`: %d with a corrected '
+    'Γ where the metric would otherwise start from the first gradient '
+    'alone (the kernels\' PSGLD, Shampoo), 0 otherwise (a fixed start '
+    'such as the Keras PSGLD\'s ``V_0 = 1``, or ``gamma=\'none\'``).'
+    % algorithms.DEFAULT_METRIC_WARMUP)
 
 # Every Riemannian sampler's: `None` is Langevin dynamics; a number gives it
 # a velocity (preconditioned SGHMC, `diffusion.hamiltonian_step`).

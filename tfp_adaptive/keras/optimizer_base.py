@@ -89,9 +89,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     temperature: ``τ > 0`` (1 = Bayes posterior; < 1 cold posterior).
     noise: the law of the injected ``ξ``: ``'gaussian'`` (default) or
       ``'rademacher'`` (±1, one random sign per weight; as the kernels').
-    gamma: ``'none' | 'original' | 'corrected' | 'corrected_current'``
-      (as the kernels'; ``'corrected_current'`` is the published form);
-      anything but ``'none'`` needs the loss, see
+    gamma: ``'none' | 'original' | 'corrected' | 'corrected_lagged'`` (as
+      the kernels'); anything but ``'none'`` needs the loss, see
       `tfp_adaptive.keras.enable_gamma`.
     gamma_estimator: ``'hutchinson' | 'exact'``.
     gamma_subsample: fraction in (0, 1] of each minibatch on which Γ's
