@@ -94,11 +94,15 @@ def _over_groups(errors):
 FEATURES = (1, 4, 8, 9, 11, 14, 18, 19)
 
 
-def logistic_target(batch_size):
-  """``(minibatch log-target, NUTS log-target, dim)``: breast cancer, prior N(0, 1)."""
+def logistic_target(batch_size, features=FEATURES):
+  """``(minibatch log-target, full log-target, dim)``: breast cancer, prior N(0, 1).
+
+  `features`: the columns used (`None`: all 30), and an intercept.
+  """
   from sklearn import datasets, preprocessing  # pylint: disable=g-import-not-at-top
   d = datasets.load_breast_cancer()
-  x = preprocessing.StandardScaler().fit_transform(d.data[:, FEATURES])
+  data = d.data if features is None else d.data[:, features]
+  x = preprocessing.StandardScaler().fit_transform(data)
   x = np.concatenate([x, np.ones((len(x), 1))], 1).astype(np.float32)
   y = d.target.astype(np.float32)
 
@@ -115,17 +119,17 @@ def logistic_target(batch_size):
   return mini, full, x.shape[1]
 
 
-def nuts_moments(full, dim, draws):
+def nuts_draws(full, dim, chains, draws):
+  """NUTS on the full posterior from zeros: ``[chains · draws, dim]``."""
   kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(
       tfp.mcmc.NoUTurnSampler(full, step_size=0.1), draws // 2)
 
   @tf.function(jit_compile=True, autograph=False)
   def run():
-    return tfp.mcmc.sample_chain(draws, tf.zeros([32, dim]), kernel=kernel,
-                                 num_burnin_steps=draws // 2, trace_fn=None,
-                                 seed=(1, 2))
-  x = run().numpy().reshape(-1, dim)
-  return x.mean(0), x.std(0)
+    return tfp.mcmc.sample_chain(draws, tf.zeros([chains, dim]),
+                                 kernel=kernel, num_burnin_steps=draws // 2,
+                                 trace_fn=None, seed=(1, 2))
+  return run().numpy().reshape(-1, dim)
 
 
 def logistic_error(factory, mini, ref, dim, h, chains, horizon, seed):
@@ -160,7 +164,8 @@ def main():
                      errs))
     print(rows[-1], flush=True)
   mini, full, dim = logistic_target(32)
-  ref = nuts_moments(full, dim, 400 if quick else 2000)
+  draws = nuts_draws(full, dim, 32, 400 if quick else 2000)
+  ref = draws.mean(0), draws.std(0)
   for label, factory, preconditioned in samplers():
     # The preconditioned step is about h/sqrt(E ĝ²) ≈ h/30 here.
     scale = 30. if preconditioned else 1.
