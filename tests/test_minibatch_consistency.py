@@ -38,7 +38,7 @@ def _second_moments(gamma, h, chains, steps, seed):
 def test_lagged_corrected_sampler_is_consistent_with_minibatch_noise():
   scale = stat_scale()
   h = 0.003
-  chains = int(1000 * scale)
+  chains = int(600 * scale)
   steps = int(150 / h)
   lagged = _second_moments('corrected_lagged', h, chains, steps, (7, 1))
   current = _second_moments('corrected', h, chains, steps, (7, 1))
