@@ -25,8 +25,8 @@ from tfp_adaptive.core import preconditioners
 from tfp_adaptive.core import shampoo as shampoo_lib
 from tfp_adaptive.core import tensors
 
-__all__ = ['Algorithm', 'DEFAULT_METRIC_WARMUP', 'StepNorms', 'adam_sgld', 'monge', 'psgld', 'sgld',
-           'sghmc', 'sgnht', 'shampoo', 'wenzel']
+__all__ = ['Algorithm', 'DEFAULT_METRIC_WARMUP', 'StepNorms', 'adam_sgld',
+           'monge', 'psgld', 'sgld', 'sghmc', 'sgnht', 'shampoo', 'wenzel']
 
 
 # Steps of metric-only warm-up with a corrected Γ by default, where the
@@ -176,9 +176,8 @@ class Algorithm(object):
       return new_state
     lagged = self.preconditioner.lagged_state(old_state, new_state)
     first = tf.equal(step, 0)
-    return tf.nest.map_structure(
-        lambda o, n: n if o is n else tf.where(first, n, o),
-        lagged, new_state)
+    return tf.nest.map_structure(lambda o, n: tf.where(first, n, o),
+                                 lagged, new_state)
 
   def adapting(self, step):
     """Whether the step numbered `step` (0 first) updates the metric.
