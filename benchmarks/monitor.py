@@ -39,7 +39,7 @@ def _linear(optimizer, batch_size, epochs, burnin, jit_compile=True):
     warnings.simplefilter('always')
     model.fit(x, y, batch_size=batch_size, epochs=epochs, verbose=0,
               shuffle=batch_size < 1000,
-              callbacks=[tfa.keras.SampleCollector(), monitor])
+              callbacks=[tfa.keras.SampleCollector(monitor=monitor)])
   warned = any('configurational temperature' in str(w.message)
                for w in caught)
   return monitor.temperatures['temperature'], warned
@@ -76,8 +76,7 @@ def overhead(quick):
   configs = {
       'without': lambda: [],
       'with': lambda: [tfa.keras.SamplerMonitor()],
-      'collector': lambda: [tfa.keras.SampleCollector(
-          check_temperature=False)],
+      'collector': lambda: [tfa.keras.SampleCollector(monitor=False)],
       'collector + temperature': lambda: [tfa.keras.SampleCollector()],
   }
   models = {}

@@ -45,8 +45,8 @@ import tfp_adaptive as tfa
 from benchmarks import common
 from benchmarks import panel_fit
 from benchmarks import regimes
-from tfp_adaptive.core import mean_force
-from tfp_adaptive.core import temperature as temperature_lib
+from tfp_adaptive.diagnostics import mean_force
+from tfp_adaptive.diagnostics import temperature as temperature_lib
 from tfp_adaptive.mcmc import kernel as kernel_lib
 
 TOLERANCE = 0.05
@@ -496,7 +496,7 @@ def fit_sweep(quick):
 
 
 def _largest_shift(shifts):
-  """The `tfp_adaptive.core.mean_force.Shift` of the part furthest outside its band."""
+  """The `tfp_adaptive.diagnostics.mean_force.Shift` of the part furthest outside its band."""
   return max(shifts.values(),
              key=lambda f: abs(f.shift) - f.interval_z * f.standard_error)
 
@@ -568,13 +568,13 @@ def main():
           '(`tfa.mcmc.check_temperature`), both warned on. Mean force: '
           'sd(θ)·⟨∂U/∂θ⟩ of the coordinate furthest from balance, 0 at the '
           'target, warned on beyond 0.05 (`tfa.mcmc.check_temperature`, '
-          '`tfp_adaptive.core.mean_force`), with its verdict. Prediction '
+          '`tfp_adaptive.diagnostics.mean_force`), with its verdict. Prediction '
           'force: sd(f)·⟨∇f·∇U − τΔf⟩/⟨|∇f|²⟩ of the prediction furthest from '
           'balance, where the run reads predictions (the logits at the 50 '
           'inputs for the logistic regression and the MLP, passed to '
           '`tfa.mcmc.sample` as `predictions`; the model\'s outputs at 64 '
           'training inputs in `fit`), 0 at the target, warned on alike '
-          '(`tfp_adaptive.core.prediction_force`). Empirical '
+          '(`tfp_adaptive.diagnostics.prediction_force`). Empirical '
           'temperatures: where the posterior is an exact Gaussian N(μ, Σ), '
           'the samples\' ⟨(θ − μ)ᵀΣ⁻¹(θ − μ)⟩/D and ⟨|Σ⁻¹(θ − μ)|²⟩/tr Σ⁻¹, '
           'what the virial and the Laplacian form estimate '

@@ -49,6 +49,7 @@ import tfp_adaptive as tfa
 from benchmarks import calibration
 from benchmarks import common
 from tfp_adaptive.keras import ensemble as ensemble_lib
+from tfp_adaptive.keras import members as members_lib
 
 
 def _split(x, y, seed=0):
@@ -203,7 +204,7 @@ def _fit_adam(data, model_fn, loss_fn, epochs, seed, size):
     model = model_fn(len(x), y)
     model.compile(keras.optimizers.Adam(1e-3), loss=loss_fn())
     model.fit(x, y, epochs=max(epochs // size, 1), verbose=0)
-    kept.append(ensemble_lib.Member(m, 1e-3, [np.array(v.numpy())
+    kept.append(members_lib.Member(m, 1e-3, [np.array(v.numpy())
                                              for v in model.weights], None))
   return ensemble_lib.BayesianEnsemble(model, kept), []
 

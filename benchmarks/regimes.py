@@ -28,7 +28,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_adaptive as tfa
-from tfp_adaptive.core import regime
+from tfp_adaptive.diagnostics import regime
 from tfp_adaptive.mcmc import driver
 from benchmarks import common
 

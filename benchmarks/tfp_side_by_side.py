@@ -15,7 +15,7 @@ run by
 Each histogram is compared with the two small-step predictions (docs, "The mathematics"):
 ``p·M^-α`` (Γ kept, 'original') and ``p·M⁻¹`` (Γ dropped). On TF 2 resource
 variables TFP's ``diag_jacobian`` sees no path from the variable to the
-preconditioner and its Γ is 0 (see tests/test_gamma.py), so TFP's histogram
+preconditioner and its Γ is 0 (see tests/core/test_gamma.py), so TFP's histogram
 is expected at ``p·M⁻¹``, next to ours with ``gamma='none'``; ours with
 ``'original'`` is what TFP's optimizer was written to compute. α = 0.5
 rather than the paper's 0.9 so that the two predictions differ clearly (TV

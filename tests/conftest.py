@@ -19,6 +19,9 @@ os.environ.setdefault('TF_NUM_INTEROP_THREADS', '1')
 
 import pytest  # pylint: disable=g-import-not-at-top
 
+#: The repository's root.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def stat_scale():
   return float(os.environ.get('TFPA_STAT_SCALE', '1'))
@@ -38,7 +41,10 @@ def full_size_only():
 def pytest_configure(config):
   config.addinivalue_line('markers', 'statistical: seeded Monte Carlo tests '
                           '(size set by TFPA_STAT_SCALE)')
-  config.addinivalue_line('markers', 'slow: subprocess / multi-device tests')
+  config.addinivalue_line('markers', 'slow: over a few seconds on one core '
+                          '(training runs, compiles, subprocesses, devices); '
+                          '`-m "not slow and not statistical"` is the quick '
+                          'tier')
 
 
 # The longest tests, longest first (from `--durations`). Under xdist's

@@ -35,8 +35,11 @@ def temperature(history, tau=1., ax=None):
     The axis.
   """
   history = getattr(history, 'history', history)
-  keys = [k for k in history if k == 'temperature' or
-          k.startswith('temperature/')]
+  # `fit`'s history names the reading `temperature_reading`; the monitor's
+  # own `temperatures` keeps the older `temperature` keys.
+  name = ('temperature_reading' if 'temperature_reading' in history else
+          'temperature')
+  keys = [k for k in history if k == name or k.startswith(name + '/')]
   if not keys:
     raise ValueError('No temperature in the history: was SamplerMonitor '
                      'among the callbacks of fit?')
@@ -45,8 +48,8 @@ def temperature(history, tau=1., ax=None):
   for key in keys:
     values = np.asarray(history[key], np.float64)
     ax.plot(np.arange(len(values)) + 2, values,
-            lw=2 if key == 'temperature' else 1,
-            label='overall' if key == 'temperature' else key.split('/', 1)[1])
+            lw=2 if key == name else 1,
+            label='overall' if key == name else key.split('/', 1)[1])
   ax.axhline(tau, color='k', ls='--', lw=1, label='τ')
   ax.set_xlabel('epoch')
   ax.set_ylabel('configurational temperature')

@@ -1,11 +1,10 @@
-"""The shared sampler math: samplers, preconditioners, Γ, noise and the Euler–Maruyama step."""
+"""The shared sampler math, in TensorFlow: samplers, preconditioners, Γ, noise and the Euler–Maruyama step (the statistics over draws are in `tfp_adaptive.diagnostics`)."""
 
 from tfp_adaptive.core import algorithms
 from tfp_adaptive.core import diffusion
 from tfp_adaptive.core import gamma
 from tfp_adaptive.core import noise
 from tfp_adaptive.core import preconditioners
-from tfp_adaptive.core import regime
 from tfp_adaptive.core import roots
 from tfp_adaptive.core import shampoo
 from tfp_adaptive.core import tensors
@@ -22,5 +21,17 @@ __all__ = [
     'Identity', 'Monge', 'RMSprop', 'Shampoo', 'Wenzel', 'adam_sgld_drift',
     'algorithms',
     'diffusion', 'gamma', 'gradient_and_gamma', 'langevin_step', 'noise',
-    'preconditioners', 'regime', 'roots', 'shampoo', 'tensors',
+    'preconditioners', 'roots', 'shampoo', 'tensors',
 ]
+
+
+def __getattr__(name):
+  """``tfp_adaptive.core.regime``, moved to `tfp_adaptive.diagnostics.regime`, with a `DeprecationWarning`."""
+  if name == 'regime':
+    import warnings  # pylint: disable=g-import-not-at-top
+    from tfp_adaptive.diagnostics import regime  # pylint: disable=g-import-not-at-top
+    warnings.warn('`tfp_adaptive.core.regime` moved to '
+                  '`tfp_adaptive.diagnostics.regime`; the old name goes in '
+                  'the next release.', DeprecationWarning, stacklevel=2)
+    return regime
+  raise AttributeError('module %r has no attribute %r' % (__name__, name))

@@ -13,16 +13,16 @@ a velocity that ``M^{1/2} ∇û`` and the noise drive,
 `diffusion.hamiltonian_step`.)
 """
 
-import collections
-
 import tensorflow as tf
 
 from tfp_adaptive import validation
 from tfp_adaptive.core import diffusion
 from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.core import noise as noise_lib
+from tfp_adaptive.core import preconditioner_base
 from tfp_adaptive.core import preconditioners
 from tfp_adaptive.core import shampoo as shampoo_lib
+from tfp_adaptive.core import step_norms as norms_lib
 from tfp_adaptive.core import tensors
 
 __all__ = ['Algorithm', 'DEFAULT_METRIC_WARMUP', 'StepNorms', 'adam_sgld',
@@ -34,26 +34,15 @@ __all__ = ['Algorithm', 'DEFAULT_METRIC_WARMUP', 'StepNorms', 'adam_sgld',
 # is the mean of this many minibatch statistics at the initial state.
 DEFAULT_METRIC_WARMUP = 10
 
-
-class StepNorms(collections.namedtuple(
-    'StepNorms', ['drift_sq_norm', 'gamma_sq_norm', 'noise_sq_norm',
-                  'grad_mean_square'])):
-  """Squared lengths of a step's pieces and of its gradient, per chain.
-
-  With ``a = (h/2) M ∇û`` (the drift), ``b = (h/2) τ c Γ`` and
-  ``n = sqrt(h τ) M^{1/2} ξ`` (the noise): ``‖a‖²``, ``‖b‖²`` (0 when Γ is
-  not computed), ``‖n‖²`` (0 while the noise is off) and ``‖∇û‖²/D``, the
-  gradient's mean square per parameter. Their run means give the regime
-  numbers (`tfp_adaptive.core.regime`).
-  """
-  __slots__ = ()
+# The step's norms, declared in `tfp_adaptive.core.step_norms`.
+StepNorms = norms_lib.StepNorms
 
 
 class Algorithm(object):
   """A sampler: its metric, its drift rule and how its noise is scaled.
 
   Args:
-    preconditioner: a `tfp_adaptive.core.preconditioners.Preconditioner`.
+    preconditioner: a `tfp_adaptive.core.preconditioner_base.Preconditioner`.
     noise_preconditioned: Python bool, noise ``M^{1/2} ξ`` (Riemannian
       samplers) or ``ξ`` (Adam-SGLD).
     momentum_decay_rate: Adam-SGLD's β, or `None` for no momentum.
@@ -206,7 +195,7 @@ class Algorithm(object):
 
     True for an adaptive metric with ``gamma != 'none'`` that is never
     frozen: then the lag of the moving average behind the chain biases
-    the corrected Γ (`tfp_adaptive.core.regime`).
+    the corrected Γ (`tfp_adaptive.diagnostics.regime`).
     """
     return gamma != 'none' and self.adapts_throughout
 
@@ -235,7 +224,7 @@ class Algorithm(object):
     Hand it to `gamma.gradient_and_gamma` as its preconditioner.
     """
     if self.is_hamiltonian:
-      return preconditioners.SquareRoot(self.preconditioner)
+      return preconditioner_base.SquareRoot(self.preconditioner)
     return self.preconditioner
 
   @property
@@ -342,7 +331,7 @@ class Algorithm(object):
     sums = []  # SGNHT: ``‖v'‖²`` and the step's norms, in one pass.
     if self.diffusion is not None:
       velocity, thermostat = momentum
-      extra = _norm_pairs(drift, xi, gamma, grads) if ratios else []
+      extra = norms_lib.norm_pairs(drift, xi, gamma, grads) if ratios else []
 
       def mean_square(v):
         sums.extend(tensors.event_dots([(v, v)] + extra, batch_ndims))
@@ -362,43 +351,12 @@ class Algorithm(object):
     if not ratios:
       return new_parts, momentum
     if sums:
-      norms = _norms_from_sums(sums[1:], gamma, grads, step_size, temperature,
-                               batch_ndims)
+      norms = norms_lib.norms_from_sums(sums[1:], gamma, grads, step_size,
+                                        temperature, batch_ndims)
     else:
-      norms = step_norms(drift, xi, gamma, grads, step_size, temperature,
-                         batch_ndims)
+      norms = norms_lib.step_norms(drift, xi, gamma, grads, step_size,
+                                   temperature, batch_ndims)
     return new_parts, momentum, norms, drift
-
-
-def step_norms(drift, noise, gamma, grads, step_size, temperature,
-               batch_ndims):
-  """`StepNorms` of a step from its drift ``M∇û``, noise ``M^{1/2}ξ``, ``cΓ`` and ``∇û``.
-
-  The sums of squares share one pass (`tensors.event_dots`).
-  """
-  sums = tensors.event_dots(_norm_pairs(drift, noise, gamma, grads),
-                            batch_ndims)
-  return _norms_from_sums(sums, gamma, grads, step_size, temperature,
-                          batch_ndims)
-
-
-def _norm_pairs(drift, noise, gamma, grads):
-  pairs = [(drift, drift), (noise, noise), (grads, grads)]
-  if gamma is not None:
-    pairs.append((gamma, gamma))
-  return pairs
-
-
-def _norms_from_sums(sums, gamma, grads, step_size, temperature, batch_ndims):
-  dtype = sums[0].dtype
-  h = tf.cast(step_size, dtype)
-  tau = tf.cast(temperature, dtype)
-  quarter_h2 = 0.25 * h * h
-  gamma_sq = (quarter_h2 * tau * tau * sums[3] if gamma is not None
-              else tf.zeros_like(sums[0]))
-  size = tensors.event_size(grads, batch_ndims)
-  return StepNorms(quarter_h2 * sums[0], gamma_sq, h * tau * sums[1],
-                   sums[2] / size)
 
 
 def _decay(name, value):
@@ -411,7 +369,7 @@ def _nonnegative(name, value):
 
 def sgld():
   """SGLD (Welling & Teh 2011): M = I."""
-  return Algorithm(preconditioners.Identity())
+  return Algorithm(preconditioner_base.Identity())
 
 
 def _friction(friction):
@@ -433,14 +391,14 @@ def sghmc(friction, gradient_noise):
                      'injected noise has variance (friction - '
                      'gradient_noise)·h). Received: gradient_noise=%r, '
                      'friction=%r.' % (gradient_noise, friction))
-  return Algorithm(preconditioners.Identity(), friction=friction,
+  return Algorithm(preconditioner_base.Identity(), friction=friction,
                    gradient_noise=gradient_noise)
 
 
 def sgnht(diffusion):
   """SGNHT (Ding et al. 2014), ``M = I``: `diffusion.thermostat_step`."""
   validation.check_number('diffusion', diffusion, low=0., low_open=True)
-  return Algorithm(preconditioners.Identity(), diffusion=diffusion)
+  return Algorithm(preconditioner_base.Identity(), diffusion=diffusion)
 
 
 def psgld(preconditioner_decay_rate, diagonal_bias, bias_outside_sqrt=False,

@@ -30,37 +30,21 @@ docs, "The mathematics", "Minibatches").
 
 import tensorflow as tf
 
+from tfp_adaptive import vocabulary
 from tfp_adaptive.core import noise as noise_lib
 from tfp_adaptive.core import tensors
+
+# The modes' vocabulary, declared in `tfp_adaptive.vocabulary`.
+GAMMA_MODES = vocabulary.GAMMA_MODES
+CORRECTED_MODES = vocabulary.CORRECTED_MODES
+is_corrected = vocabulary.is_corrected
+lags_metric = vocabulary.lags_metric
 
 __all__ = ['CORRECTED_MODES', 'GAMMA_ESTIMATORS', 'GAMMA_MODES', 'gamma_scale',
            'gradient_and_gamma', 'is_corrected', 'lags_metric',
            'value_and_gradient']
 
-GAMMA_MODES = ('none', 'original', 'corrected', 'corrected_lagged')
 GAMMA_ESTIMATORS = ('hutchinson', 'exact')
-# The modes whose Γ is the full divergence of the metric (scaled by
-# ``1/(1 − α)``). ``'corrected'`` is the published form, whose metric already
-# holds the current gradient; ``'corrected_lagged'`` steps with the metric
-# from before it (`lags_metric`; docs, "The mathematics", "Minibatches").
-CORRECTED_MODES = ('corrected', 'corrected_lagged')
-
-
-def is_corrected(mode):
-  """Whether Γ mode `mode` targets the posterior (its Γ is the full divergence)."""
-  return mode in CORRECTED_MODES
-
-
-def lags_metric(mode):
-  """Whether Γ mode `mode` steps with the metric from before the current gradient.
-
-  Only ``'corrected_lagged'``: its drift ``M_{t−1} ∇û_t`` and noise
-  ``M_{t−1}^{1/2} ξ`` use a metric independent of the current minibatch, so
-  that ``E[M_{t−1} ∇û_t] = M_{t−1} ∇u``; Γ still differentiates the
-  metric updated with the current gradient. The other modes keep the
-  published timing.
-  """
-  return mode == 'corrected_lagged'
 
 
 def value_and_gradient(fn, parts):

@@ -7,7 +7,7 @@ import string
 import tensorflow as tf
 
 from tfp_adaptive import validation
-from tfp_adaptive.core import preconditioners
+from tfp_adaptive.core import preconditioner_base
 from tfp_adaptive.core import roots as roots_lib
 from tfp_adaptive.core import tensors
 
@@ -24,7 +24,7 @@ ShampooModeState = collections.namedtuple(
 _LETTERS = string.ascii_lowercase
 
 
-class Shampoo(preconditioners.Preconditioner):
+class Shampoo(preconditioner_base.Preconditioner):
   """Shampoo metric, ``M = ⊗_i (H^i + εI)^{-1/(2d)}``, never a D×D matrix.
 
   For a part of event shape ``(n_1, ..., n_d)`` and mode ``i``:
@@ -250,7 +250,7 @@ class Shampoo(preconditioners.Preconditioner):
           for i, (_, dense) in enumerate(self._modes(g, nb))])
 
     def moving_averages():
-      return [preconditioners.ema(decay, [m.factor for m in modes], s)
+      return [preconditioner_base.ema(decay, [m.factor for m in modes], s)
               for modes, s in zip(state, statistics)]
     new_state = moving_averages()
 
@@ -284,14 +284,14 @@ class Shampoo(preconditioners.Preconditioner):
     """Per chain: finite new state, read from the gradient's squares.
 
     The factors are finite when ``Σ g²`` is
-    (`preconditioners.squares_finite`); the roots, which change only at
+    (`preconditioner_base.squares_finite`); the roots, which change only at
     refresh steps, are checked there (`update`). A step then reads the
     gradient instead of the factors and roots, several times its size for
     blocked matrices. With roots refreshed every step, every leaf is read.
     """
     if self.update_interval == 1:
       return tensors.finite_state(state, batch_ndims)
-    return preconditioners.squares_finite(grads, batch_ndims)
+    return preconditioner_base.squares_finite(grads, batch_ndims)
 
   def cached_leaves(self, state):
     """The roots (and what Γ keeps with them), unless refreshed every step."""

@@ -10,15 +10,15 @@ from tfp_adaptive.keras import optimizers
 from tfp_adaptive.keras import priors
 from tfp_adaptive.keras import schedules
 from tfp_adaptive.keras.collector import SampleCollector
-from tfp_adaptive.keras.curvature import CurvatureCalibration
+from tfp_adaptive.keras.curvature_calibration import CurvatureCalibration
 from tfp_adaptive.keras.ensemble import BayesianEnsemble
 from tfp_adaptive.keras.monitor import SamplerMonitor
-from tfp_adaptive.keras.regime import StepSizeCalibration
 from tfp_adaptive.keras.regression import GaussianNLL
 from tfp_adaptive.keras.regression import NoiseScale
 from tfp_adaptive.keras.sample_files import SampleFileError
-from tfp_adaptive.keras.training import enable_gamma
-from tfp_adaptive.keras.training import gradients_and_gamma
+from tfp_adaptive.keras.step_size_calibration import StepSizeCalibration
+from tfp_adaptive.keras.gamma_train_step import enable_gamma
+from tfp_adaptive.keras.gamma_train_step import gradients_and_gamma
 
 __all__ = ['BayesianEnsemble', 'CurvatureCalibration', 'GaussianNLL', 'NoiseScale', 'SampleCollector',
            'SampleFileError',

@@ -14,7 +14,7 @@ import keras
 
 from tfp_adaptive import _compat
 
-__all__ = ['enable_multi_worker', 'is_chief', 'is_multi_worker']
+__all__ = ['agree_on_seed', 'enable_multi_worker', 'is_chief', 'is_multi_worker']
 
 
 def is_multi_worker(strategy=None):
@@ -85,3 +85,36 @@ def wrap_steps(model):
     wrapped.rank_one_logs = True
     setattr(model, name, wrapped)
   model.train_function = model.test_function = None
+
+
+def agree_on_seed(seed, seed_given, who):
+  """The seed every worker of a `MultiWorkerMirroredStrategy` samples with: the chief's.
+
+  The workers must draw the same noise to hold one chain. A seed drawn
+  per process (`seed_given` false) is replaced by the chief's; explicit
+  seeds that differ between workers are an error naming `who`. Outside
+  such a strategy (or in a graph), `seed` as it is.
+  """
+  strategy = tf.distribute.get_strategy()
+  if not is_multi_worker(strategy) or not tf.executing_eagerly():
+    return seed
+  mine = tf.constant(seed, tf.int64)
+  chief = is_chief(strategy)
+  total = lambda x: int(_sum_over_workers(strategy, x))
+  chief_seed = total(mine if chief else tf.zeros_like(mine))
+  differing = total(tf.cast(mine != chief_seed, tf.int64))
+  if seed_given and differing:
+    here = ('this worker passes seed=%d' % seed if seed != chief_seed else
+            'this worker passes the chief\'s seed')
+    raise ValueError(
+        '%s: the chief passes seed=%d, %d worker(s) pass another seed '
+        '(%s). Under MultiWorkerMirroredStrategy every worker must pass '
+        'the same `seed` (or none, to take the chief\'s).'
+        % (who, chief_seed, differing, here))
+  return chief_seed
+
+
+def _sum_over_workers(strategy, value):
+  """The sum of a scalar over the workers of `strategy`, in one compiled call."""
+  return tf.function(lambda: strategy.reduce(
+      tf.distribute.ReduceOp.SUM, strategy.run(lambda: value), axis=None))()

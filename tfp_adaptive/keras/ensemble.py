@@ -13,9 +13,6 @@ and shape, never by Keras' automatic variable names.
 """
 
 import collections
-import json
-import os
-import time
 import warnings
 
 import numpy as np
@@ -23,26 +20,24 @@ import tensorflow as tf
 import keras
 
 from tfp_adaptive import validation
-from tfp_adaptive.core import temperature as temperature_lib
+from tfp_adaptive.diagnostics import temperature as temperature_lib
+from tfp_adaptive.keras import ensemble_files
 from tfp_adaptive.keras import ensemble_temperature
 from tfp_adaptive.keras import health
 from tfp_adaptive.keras import likelihoods
 from tfp_adaptive.keras import predictive
-from tfp_adaptive.keras import sample_files
-from tfp_adaptive.keras import sample_store
+from tfp_adaptive.keras.data_arrays import as_arrays
+from tfp_adaptive.keras.likelihoods import check_likelihood_args
+from tfp_adaptive.keras.likelihoods import resolve_likelihood
+from tfp_adaptive.keras.members import Member
+from tfp_adaptive.keras.members import assign_weights
+from tfp_adaptive.keras.members import check_structure
+from tfp_adaptive.keras.members import member_values
+from tfp_adaptive.keras.members import outputs
 
 __all__ = ['BayesianEnsemble', 'Member', 'WEIGHTINGS']
 
 WEIGHTINGS = ('uniform', 'step_size')
-
-# One posterior sample: the step it was taken at, the learning rate then,
-# either its weights (a list in `model.weights` order) or the file holding
-# them, the index of the chain (sample directory) it came from, and the
-# cycle of a cyclical schedule it was taken in (`None` without one).
-Member = collections.namedtuple('Member', ['step', 'learning_rate', 'weights',
-                                           'path', 'chain', 'cycle'],
-                                defaults=[0, None])
-
 
 class BayesianEnsemble(object):
   """A Keras model together with posterior samples of its weights.
@@ -238,12 +233,12 @@ class BayesianEnsemble(object):
 
     The same gradients give each layer's mean force,
     ``sd(θ_i)·⟨∂U/∂θ_i⟩`` at its coordinate furthest from 0, which must
-    vanish at the target whatever ``τ`` (`tfp_adaptive.core.mean_force`):
+    vanish at the target whatever ``τ`` (`tfp_adaptive.diagnostics.mean_force`):
     it reads where the members sit, which the temperature does not, and
     is warned on beyond 0.05 sds once the whole model has settled. The
     force along the model's outputs, ``sd(f)·⟨∇f·∇U − τΔf⟩/⟨|∇f|²⟩`` per
     output ``f`` at `prediction_inputs` (forward-mode derivatives, a
-    Hutchinson ``Δf``; `tfp_adaptive.core.prediction_force`), reads the
+    Hutchinson ``Δf``; `tfp_adaptive.diagnostics.prediction_force`), reads the
     same in what the model predicts, where single weights (which hidden
     units can swap) have no meaningful marginals; it is warned on alike.
 
@@ -264,9 +259,9 @@ class BayesianEnsemble(object):
 
     Returns:
       dict: ``'overall'``, each layer's name and ``'laplacian'`` to
-      `tfp_adaptive.core.temperature.Reading`, ``'mean_force'`` to a
+      `tfp_adaptive.diagnostics.temperature.Reading`, ``'mean_force'`` to a
       dict of each layer's name to its
-      `tfp_adaptive.core.mean_force.Shift`, and ``'predictions'`` to the
+      `tfp_adaptive.diagnostics.mean_force.Shift`, and ``'predictions'`` to the
       outputs' `Shift` (its ``coordinate`` the flat index of the output:
       row-major over rows and outputs).
 
@@ -405,49 +400,16 @@ class BayesianEnsemble(object):
     """Sorted chain indices of the members (one per sample directory loaded)."""
     return sorted({m.chain for m in self.members})
 
-  # -- files ---------------------------------------------------------------
   def save(self, directory):
     """Writes the members, ``model.json`` and a verified manifest to `directory`.
 
     The directory must be new or empty of samples; `load` reads it back.
     An ensemble of several chains (`combine`, or `load` of several sample
     directories) writes one subdirectory per chain, ``chain_0``,
-    ``chain_1``, … (zero-padded to sort in order), as `load` reads them.
+    ``chain_1``, … (zero-padded to sort in order), as `load` reads them
+    (`tfp_adaptive.keras.ensemble_files`).
     """
-    chains = self.chains
-    if len(chains) > 1:
-      if os.path.exists(os.path.join(directory, sample_store.MANIFEST)):
-        raise ValueError('%s already holds samples; save into a new '
-                         'directory.' % directory)
-      width = len(str(len(chains) - 1))
-      for k, chain in enumerate(chains):
-        type(self)(self.model, [m._replace(chain=0) for m in self.members
-                                if m.chain == chain],
-                   likelihood=self.likelihood, weighting=self.weighting).save(
-                       os.path.join(directory, 'chain_%0*d' % (width, k)))
-      return
-    store = sample_store.SampleStore(directory)
-    store.acquire()
-    try:
-      if store.read_manifest() is not None:
-        raise ValueError('%s already holds samples; save into a new '
-                         'directory.' % directory)
-      store.claim()
-      config = keras.saving.serialize_keras_object(self.model)
-      sample_files.atomic_write(store.path('model.json'),
-                                lambda f: json.dump(config, f), binary=False)
-      names = [v.path for v in self.model.weights]
-      entries = [store.write_arrays(
-          sample_store.sample_name(m.step), member_values(m),
-          {'names': names, 'step': m.step, 'learning_rate': m.learning_rate},
-          step=int(m.step), learning_rate=m.learning_rate)
-                 for m in self.members]
-      store.commit({'samples': entries,
-                    'members': [e['file'] for e in entries],
-                    'likelihood': self.likelihood.get_config(),
-                    'weighting': self.weighting})
-    finally:
-      store.release()
+    ensemble_files.save(self, directory)
 
   @classmethod
   def load(cls, directory, model=None, repair=False):
@@ -456,10 +418,11 @@ class BayesianEnsemble(object):
     `directory` is one sample directory, or a directory whose
     subdirectories (e.g. ``chain_0``, ``chain_1``, one run each) are sample
     directories: their members are loaded together, each with its chain
-    index (`Member.chain`, in sorted subdirectory order).
-
-    Every member file is checked against the manifest's size and SHA-256
-    and against the model's variables (number and shapes).
+    index (`Member.chain`, in sorted subdirectory order). Every member
+    file is checked against the manifest's size and SHA-256 and against
+    the model's variables (number and shapes); a directory that a run is
+    writing is read at one committed manifest
+    (`tfp_adaptive.keras.ensemble_files`).
 
     Args:
       directory: as above.
@@ -479,268 +442,8 @@ class BayesianEnsemble(object):
       ValueError: a member does not fit the model (the first variable
         whose shape differs is named).
     """
-    directories = _sample_directories(directory)
-    first = sample_store.SampleStore(directories[0])
-    manifest = first.read_manifest()
-    if model is None:
-      model = keras.saving.deserialize_keras_object(
-          _read_json(first.path('model.json')), safe_mode=True)
-    members, dropped = [], []
-    for chain, path in enumerate(directories):
-      store = sample_store.SampleStore(path)
-      found, kept, lost = _read_consistently(store, model, chain, repair)
-      manifest = manifest if chain else found
-      members += kept
-      dropped += lost
-    if dropped:
-      warnings.warn('BayesianEnsemble.load(repair=True) dropped %d damaged '
-                    'member(s) and kept %d:\n  %s'
-                    % (len(dropped), len(members), '\n  '.join(dropped)))
-    if not members:
-      raise sample_files.SampleFileError('%s holds no intact members.'
-                                         % directory)
-    return cls(model, members, likelihood=manifest.get('likelihood'),
-               weighting=manifest.get('weighting', 'uniform'))
-
-
-READ_ATTEMPTS = 20  # Reads of a directory whose manifest keeps changing.
-
-
-def _read_consistently(store, model, chain, repair):
-  """``(manifest, members, dropped)`` of one committed manifest of `store`.
-
-  A run that writes the directory may commit a new manifest and delete an
-  evicted file between our reading the manifest and the file. Then the
-  manifest has changed, and the directory is read again from the new one,
-  up to `READ_ATTEMPTS` times. A file that is missing or altered while
-  the manifest stays the same is damage (`SampleFileError`). While a run
-  holds the directory, the members' weights are kept in memory (the run
-  may delete their files at any time), and files the manifest does not
-  list are not reported (the run writes each file before listing it).
-  """
-  live = store.is_live()
-  for _ in range(READ_ATTEMPTS):
-    manifest = store.read_manifest()
-    if manifest is None:
-      raise sample_files.SampleFileError('%s holds no manifest (no samples '
-                                         'committed yet).' % store.directory)
-    try:
-      members, dropped = _read_members(store, manifest, model, chain, repair,
-                                       keep_weights=live)
-    except sample_files.SampleFileError:
-      if store.read_manifest() == manifest:
-        raise
-      time.sleep(0.01)
-      continue
-    if dropped and store.read_manifest() != manifest:
-      continue  # A file went missing because the run moved on: read again.
-    return manifest, members, dropped
-  raise sample_files.SampleFileError(
-      '%s is being written: its manifest changed %d times while it was read. '
-      'Load it again, or wait for the run to finish.'
-      % (store.directory, READ_ATTEMPTS))
-
-
-def _read_members(store, manifest, model, chain, repair, keep_weights):
-  """The members `manifest` lists (verified), then the unlisted sample files."""
-  entries = {e['file']: e for e in manifest['samples']}
-  members, dropped = [], []
-  for name in manifest['members']:
-    try:
-      file = store.verify(entries[name])
-      values, _ = sample_files.read_arrays(file)
-    except sample_files.SampleFileError as e:
-      if not repair:
-        raise
-      dropped.append(str(e))
-      continue
-    if model.weights:
-      check_structure(model, values, file)
-    e = entries[name]
-    members.append(Member(e['step'], e.get('learning_rate', 1.),
-                          values if keep_weights else None, file, chain,
-                          e.get('cycle')))
-  if not keep_weights:  # A live run's next sample may not be listed yet.
-    members += _unlisted_members(store, manifest, model, chain, repair)
-  return members, dropped
-
-
-def _unlisted_members(store, manifest, model, chain, repair):
-  """Sample files `manifest` does not hold as members: warned about, or taken in with `repair`."""
-  found = store.unlisted_samples(manifest)
-  taken, left = [], []
-  for name, why in found.items():
-    path = store.path(name)
-    if repair:
-      try:
-        values, meta = sample_files.read_arrays(path)
-        if model.weights:
-          check_structure(model, values, path)
-        taken.append(Member(int(meta['step']), meta.get('learning_rate', 1.),
-                            None, path, chain, meta.get('cycle')))
-        continue
-      except (sample_files.SampleFileError, ValueError, KeyError) as e:
-        why += '; not taken in: %s' % e
-    left.append('%s (%s)' % (name, why))
-  if taken:
-    warnings.warn('BayesianEnsemble.load(repair=True) took in %d sample '
-                  'file(s) of %s that its manifest does not hold as members: '
-                  '%s' % (len(taken), store.directory,
-                          ', '.join(os.path.basename(m.path) for m in taken)))
-  if left:
-    warnings.warn('BayesianEnsemble.load: %s holds sample file(s) that are '
-                  'not members: %s. Pass repair=True to take in those that '
-                  'read whole and fit the model.'
-                  % (store.directory, '; '.join(left)))
-  return taken
-
-
-def check_likelihood_args(likelihood, from_logits, noise_variance):
-  """Checks the arguments now, also those that are read with the loss only at `fit`."""
-  if from_logits is not None:
-    validation.check_bool('from_logits', from_logits)
-  if noise_variance is not None:
-    validation.check_number('noise_variance', noise_variance, low=0.,
-                            low_open=True)
-  if likelihood is not None:
-    resolve_likelihood(None, likelihood, from_logits, noise_variance)
-
-
-def resolve_likelihood(model, likelihood, from_logits, noise_variance):
-  """The `Likelihood` stated, or read from ``model.loss`` when `likelihood` is `None`."""
-  if likelihood is not None:
-    lik = likelihoods.get(likelihood, from_logits=from_logits,
-                          noise_variance=noise_variance)
-    if isinstance(likelihood, likelihoods.Likelihood) and (
-        from_logits is not None or noise_variance is not None):
-      raise ValueError('Pass `from_logits`/`noise_variance` to the '
-                       'Likelihood, not beside it.')
-    return lik
-  loss = getattr(model, 'loss', None)
-  if loss is None:
-    raise ValueError(
-        'The model is not compiled, so the likelihood cannot be read from its '
-        'loss: compile it, or pass likelihood= one of %s.'
-        % ', '.join(map(repr, likelihoods.LIKELIHOODS)))
-  return likelihoods.from_loss(loss, from_logits, noise_variance)
-
-
-PREDICT_ROWS = 1024  # Rows per compiled call when `batch_size` is not given.
-
-
-def outputs(model, x, batch_size=None):
-  """The raw outputs of `model` on the arrays `x`, in compiled calls of `batch_size` rows.
-
-  `keras.Model.predict` sets up a data pipeline and its callbacks on every
-  call, which costs far more than the forward pass of a small model, and an
-  ensemble calls it once per member. Here each call is one compiled
-  forward pass (`keras.Model.predict_on_batch`) on `batch_size` rows
-  (default `PREDICT_ROWS`), in inference mode as `predict` runs it.
-  """
-  rows = (PREDICT_ROWS if batch_size is None else
-          validation.check_int('batch_size', batch_size))
-  n = len(tf.nest.flatten(x)[0])
-  parts = [model.predict_on_batch(
-      tf.nest.map_structure(lambda a, i=i: a[i:i + rows], x))
-           for i in range(0, n, rows)]
-  return tf.nest.map_structure(lambda *a: np.concatenate(a, 0), *parts)
-
-
-def member_values(member):
-  """The member's weights as a list in ``model.weights`` order."""
-  if member.weights is not None:
-    return member.weights
-  return sample_files.read_arrays(member.path)[0]
-
-
-def check_structure(model, values, where='a member'):
-  """Raises `ValueError` unless `values` fit ``model.weights`` (count, shapes)."""
-  variables = model.weights
-  if len(values) != len(variables):
-    raise ValueError(
-        '%s holds %d arrays but the model has %d variables: it was collected '
-        'from a different architecture.' % (where, len(values),
-                                            len(variables)))
-  for v, a in zip(variables, values):
-    if tuple(v.shape) != tuple(np.shape(a)):
-      raise ValueError(
-          '%s does not fit the model: variable %r has shape %s, the sample '
-          '%s. It was collected from a different architecture.'
-          % (where, v.path, tuple(v.shape), tuple(np.shape(a))))
-
-
-def assign_weights(model, values):
-  """Assigns `values` (``model.weights`` order) after checking the structure."""
-  check_structure(model, values)
-  for v, a in zip(model.weights, values):
-    v.assign(a)
-
-
-def check_validation_data(data, name='validation_data'):
-  """Raises `TypeError` unless `data` is `None`, ``(x, y)`` or a `tf.data.Dataset` (`name`: the argument's)."""
-  if data is not None and not (
-      isinstance(data, tf.data.Dataset) or
-      (isinstance(data, (tuple, list)) and len(data) == 2)):
-    raise TypeError('`%s` must be (x, y) or a tf.data.Dataset of (x, y). '
-                    'Received: %r' % (name, type(data)))
-  return data
-
-
-def validation_arrays(data, name='validation_data'):
-  """``(x, y)`` arrays of data checked by `check_validation_data`."""
-  x, y = (data, None) if isinstance(data, tf.data.Dataset) else data
-  x, y = as_arrays(x, y)
-  if y is None:
-    raise ValueError('`%s` must yield targets (x, y).' % name)
-  return x, y
-
-
-def as_arrays(x, y=None):
-  """``(x, y)`` as NumPy structures; a `tf.data.Dataset` is read once, in order."""
-  if not isinstance(x, tf.data.Dataset):
-    return x, y
-  if y is not None:
-    raise ValueError('`y` must be None when `x` is a tf.data.Dataset (it '
-                     'yields the targets).')
-  xs, ys = [], []
-  for element in x:
-    bx, by, bw = keras.utils.unpack_x_y_sample_weight(element)
-    if bw is not None:
-      raise ValueError('The ensemble does not weight examples; the dataset '
-                       'yields sample weights.')
-    xs.append(bx)
-    ys.append(by)
-  if not xs:
-    raise ValueError('The dataset is empty.')
-  cat = lambda *b: np.concatenate([np.asarray(t) for t in b], 0)
-  x = tf.nest.map_structure(cat, *xs)
-  y = None if ys[0] is None else tf.nest.map_structure(cat, *ys)
-  return x, y
+    return ensemble_files.load(cls, directory, model, repair)
 
 
 def _var_name(variable):
   return variable.path.replace('/', '.')
-
-
-def _sample_directories(directory):
-  """`directory` if it holds a manifest, else its subdirectories that do."""
-  if os.path.exists(os.path.join(directory, sample_store.MANIFEST)):
-    return [directory]
-  if not os.path.isdir(directory):
-    raise sample_files.SampleFileError('%s is not a directory.' % directory)
-  subs = sorted(os.path.join(directory, d) for d in os.listdir(directory)
-                if os.path.exists(os.path.join(directory, d,
-                                               sample_store.MANIFEST)))
-  if not subs:
-    raise sample_files.SampleFileError(
-        '%s holds no manifest (%s), neither itself nor in a subdirectory.'
-        % (directory, sample_store.MANIFEST))
-  return subs
-
-
-def _read_json(path):
-  try:
-    with open(path) as f:
-      return json.load(f)
-  except (OSError, ValueError) as e:
-    raise sample_files.SampleFileError('Cannot read %s (%s).' % (path, e)) from None

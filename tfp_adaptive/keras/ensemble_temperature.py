@@ -1,7 +1,7 @@
 """The configurational temperature of an ensemble's members, read on the training data.
 
 The members a `SampleCollector` keeps are draws of the chain that `fit` ran,
-so the identities of `tfp_adaptive.core.temperature` hold over them: the
+so the identities of `tfp_adaptive.diagnostics.temperature` hold over them: the
 virial ``⟨(θ − c)·∇U⟩ = τD`` per layer and for the whole model (each half
 of the run centred on the other half's mean), and the
 Laplacian form ``⟨|∇U|²⟩ = τ⟨ΔU⟩``, which weighs each direction by its
@@ -12,10 +12,10 @@ gradient, and a second difference of it along a Rademacher probe for the
 Laplacian (a hundredth of each variable's spread over the members each
 way, so that kinks count), are taken on all the data given, without
 minibatch noise. The same gradients give each layer's mean force
-(`tfp_adaptive.core.mean_force`), which must balance at the target and
+(`tfp_adaptive.diagnostics.mean_force`), which must balance at the target and
 reads where the members sit rather than how far they spread, and the
 force along the model's outputs at some of the inputs
-(`tfp_adaptive.core.prediction_force`), which reads it in what the model
+(`tfp_adaptive.diagnostics.prediction_force`), which reads it in what the model
 predicts.
 """
 
@@ -26,9 +26,10 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_adaptive import validation
-from tfp_adaptive.core import mean_force
-from tfp_adaptive.core import prediction_force
-from tfp_adaptive.core import temperature as temperature_lib
+from tfp_adaptive.diagnostics import mean_force
+from tfp_adaptive.diagnostics import prediction_force
+from tfp_adaptive.diagnostics import probes as probes_lib
+from tfp_adaptive.diagnostics import temperature as temperature_lib
 from tfp_adaptive.keras import optimizer_base
 
 __all__ = ['batch_energy', 'read_members']
@@ -80,9 +81,8 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
   centres = [[t / count[1 - h] for t in total[1 - h]] for h in (0, 1)]
   spreads = [np.sqrt(np.maximum(q / len(chosen) - c * c, 0.)).reshape(-1)
              for c, q in zip(mean, squares)]
-  steps = []
-  for spread in (float(np.sqrt(np.mean(s * s))) for s in spreads):
-    steps.append(1e-2 * spread if spread > 0. else 1e-2)
+  steps = [probes_lib.difference_step(float(np.sqrt(np.mean(s * s))))
+           for s in spreads]
   variables = model.trainable_variables
   gradient = _gradient_function(model, opt, variables)
   n = len(tf.nest.flatten(x)[0])
@@ -102,9 +102,9 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
         out[k] += scale * np.asarray(g, np.float64)
     return out
 
-  def moved(values, probes, sign):
-    for v, a, z, e in zip(variables, values, probes, steps):
-      v.assign(a + sign * e * z)
+  def gradient_at(point):
+    for v, a in zip(variables, point):
+      v.assign(a)
     return full_gradient()
 
   rng = np.random.default_rng(seed)
@@ -129,14 +129,13 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
     predicted[(slice(None),) + index] = terms
     # ΔU along the probe: a second difference of the gradient, which also
     # counts the curvature of kinks (ReLUs, an L1 regularizer).
-    up, down = moved(values, probes, 1.), moved(values, probes, -1.)
+    laplacian[index] = probes_lib.laplacian(gradient_at, values, probes,
+                                            steps, np.sum)
     virials[index] = [np.sum((a - c) * g) for a, c, g in
                       zip(values, centres[int(later[index[0]])], grads)]
     for gs, g in zip(series, grads):
       gs[index] = g.reshape(-1)
     squared[index] = sum(np.sum(g * g) for g in grads)
-    laplacian[index] = sum(np.sum((u - d) * z) / (2. * e)
-                           for u, d, z, e in zip(up, down, probes, steps))
   layers = [v.path.rsplit('/', 1)[0] if '/' in v.path else v.path
             for v in variables]
   sizes = [int(np.prod(v.shape)) for v in variables]
@@ -153,7 +152,7 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
         spreads=np.concatenate([spreads[k] for k in cols]))
   readings['laplacian'] = temperature_lib.read_ratio(squared, laplacian,
                                                      sum(sizes))
-  tau = float(np.asarray(opt.temperature_variable))
+  tau = opt.temperature
   force = prediction_force.read(*predicted, temperature=tau)
   if warn:
     where = {'overall': 'the whole model',
@@ -183,7 +182,7 @@ def _prediction_terms(along, variables, values, grads, steps, rng):
 
   As the kernels' (`tfp_adaptive.mcmc.check_temperature`): forward mode
   along ``∇U`` (`grads`), and the probes' terms of
-  `tfp_adaptive.core.prediction_force.probe_terms`, with each variable's
+  `tfp_adaptive.diagnostics.probes.probe_terms`, with each variable's
   `steps`: one compiled call (`_forward_function`).
   """
   as_tensors = lambda arrays: [tf.constant(a, v.dtype)
@@ -215,7 +214,7 @@ def _forward_function(model, inputs):
   def terms(values, grads, probes, steps, fixed):
     # The thirteen forward passes (along ∇U, then the probes' points) as
     # one traced pass mapped over them, stacked: a model traced once.
-    points = [(None, grads)] + prediction_force.probe_points(probes, steps)
+    points = [(None, grads)] + probes_lib.probe_points(probes, steps)
     stack = lambda rows: [tf.stack(list(r)) for r in zip(*rows)]
     at = stack([values if offsets is None else
                 [a + d for a, d in zip(values, offsets)]
@@ -234,7 +233,7 @@ def _forward_function(model, inputs):
     # and sum in a varying order, and the reading must repeat exactly.
     f, derivatives = tf.map_fn(along, (at, tangents), parallel_iterations=1,
                                fn_output_signature=(tf.float64, tf.float64))
-    return (f[0], derivatives[0]) + prediction_force.combine_probes(
+    return (f[0], derivatives[0]) + probes_lib.combine_probes(
         tf.unstack(derivatives[1:]))
   return lambda *args: terms(*args, [v.value for v in
                                      model.non_trainable_variables])

@@ -37,7 +37,7 @@ holds the fall from the initial weights), and a verdict needs
 `MIN_EPOCHS` epochs in it. The collector judges when the window first
 holds 9 epochs, at 18, 36, ..., and at the end of `fit`: a handful of
 looks, each with a false-alarm rate of a few per cent on slowly mixing
-stationary losses (`tests/test_health.py` measures it).
+stationary losses (`tests/keras/test_health.py` measures it).
 """
 
 import numpy as np

@@ -368,3 +368,33 @@ def _integer_labels(y, num_classes):
         % (num_classes, y.min(), y.max(),
            '' if np.all(y == np.round(y)) else ' that are not integers'))
   return y.astype(np.int64)
+
+
+def check_likelihood_args(likelihood, from_logits, noise_variance):
+  """Checks the arguments now, also those that are read with the loss only at `fit`."""
+  if from_logits is not None:
+    validation.check_bool('from_logits', from_logits)
+  if noise_variance is not None:
+    validation.check_number('noise_variance', noise_variance, low=0.,
+                            low_open=True)
+  if likelihood is not None:
+    resolve_likelihood(None, likelihood, from_logits, noise_variance)
+
+
+def resolve_likelihood(model, likelihood, from_logits, noise_variance):
+  """The `Likelihood` stated, or read from ``model.loss`` when `likelihood` is `None`."""
+  if likelihood is not None:
+    lik = get(likelihood, from_logits=from_logits,
+                          noise_variance=noise_variance)
+    if isinstance(likelihood, Likelihood) and (
+        from_logits is not None or noise_variance is not None):
+      raise ValueError('Pass `from_logits`/`noise_variance` to the '
+                       'Likelihood, not beside it.')
+    return lik
+  loss = getattr(model, 'loss', None)
+  if loss is None:
+    raise ValueError(
+        'The model is not compiled, so the likelihood cannot be read from its '
+        'loss: compile it, or pass likelihood= one of %s.'
+        % ', '.join(map(repr, LIKELIHOODS)))
+  return from_loss(loss, from_logits, noise_variance)

@@ -1,7 +1,7 @@
 """`SamplerMonitor`: live health checks of an SG-MCMC run in `fit`, per epoch and per layer.
 
 The check that matters is the **configurational temperature**
-(`tfp_adaptive.core.temperature`): for any density ``π ∝ exp(−U/τ)`` that
+(`tfp_adaptive.diagnostics.temperature`): for any density ``π ∝ exp(−U/τ)`` that
 vanishes fast enough at infinity and every constant vector ``c``,
 ``E_π[(θ − c)·∇U(θ)] = τ · D``, per layer as well as overall, so
 ``T = ⟨(θ − c)·∇U⟩ / D`` read along the chain must be ``τ``. The estimate
@@ -22,19 +22,19 @@ whose batch is a fresh draw independent of the weights, is also read on
 its own, against the mean of those states: unbiased, with wider errors.
 When it reads higher than the every-step reading by more than three
 combined standard errors, it is the reading judged
-(`tfp_adaptive.core.temperature.unless_refuted`). Per step it costs a
+(`tfp_adaptive.diagnostics.temperature.unless_refuted`). Per step it costs a
 sum and two dot products over the weights, and on each epoch's first
 step one more: no extra gradient, and the step's own drift (``M∇û``)
 serves the reshuffling term.
 
 The per-epoch readings after burn-in are judged as the kernels' are
-(`tfp_adaptive.core.temperature.verdict`): a standard error from their
+(`tfp_adaptive.diagnostics.temperature.verdict`): a standard error from their
 effective sample size, a stationarity test between the two halves, and a
 warning only when the interval lies wholly outside ``τ(1 ± tolerance)``,
 naming the layer and the factor to lower the learning rate by.
 
 Also logged per epoch: the non-finite step count, the regime numbers
-``drift_ratio``, ``gamma_ratio`` and ``lag`` (`tfp_adaptive.core.regime`;
+``drift_ratio``, ``gamma_ratio`` and ``lag`` (`tfp_adaptive.diagnostics.regime`;
 docs, guide "Step sizes and regimes"), and for diagonal metrics (pSGLD,
 Adam-SGLD) the metric's condition number ``max M / min M``.
 """
@@ -48,123 +48,19 @@ import keras
 
 from tfp_adaptive import validation
 from tfp_adaptive.core import preconditioners
-from tfp_adaptive.core import temperature as temperature_lib
 from tfp_adaptive.core import tensors
-from tfp_adaptive.keras import ensemble as ensemble_lib
+from tfp_adaptive.diagnostics import temperature as temperature_lib
+from tfp_adaptive.keras import data_arrays
+from tfp_adaptive.keras import likelihoods
 from tfp_adaptive.keras import optimizer_base
-from tfp_adaptive.keras import predictive
-from tfp_adaptive.keras import regime
+from tfp_adaptive.keras import regime_sums as regime
+from tfp_adaptive.keras import running_ensemble
+from tfp_adaptive.keras import step_statistics
 
-__all__ = ['MonitorState', 'SamplerMonitor']
+__all__ = ['CollectorThermometer', 'MonitorState', 'SamplerMonitor']
 
-
-class _Virials(object):
-  """One series of virials: ``Σ (θ_t − c)·∇U_t`` per variable over the steps it reads in an epoch, and the running mean of those states that gives ``c``."""
-
-  def __init__(self, variables):
-    self.center = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False)
-                   for v in variables]
-    self.theta_sum = [tf.Variable(tf.zeros(v.shape, v.dtype),
-                                  trainable=False) for v in variables]
-    self.dots = tf.Variable(tf.zeros([len(variables)], tf.float64),
-                            trainable=False)
-    self.count = tf.Variable(tf.constant(0., tf.float64), trainable=False)
-    self.total = 0.  # Steps in `theta_sum` (host side).
-
-  def add(self, parts, target_grads, ok, index):
-    zero = tf.constant(0., tf.float64)
-    dots = [zero] * len(self.center)
-    for i in index:
-      w = tf.cast(ok, parts[i].dtype)
-      centred = parts[i] - tf.convert_to_tensor(self.center[i])
-      dots[i] = -tf.cast(tensors.part_event_dot(centred, target_grads[i], 0)
-                         * w, tf.float64)
-      self.theta_sum[i].assign_add(w * parts[i])
-    self.dots.assign_add(tf.stack(dots))
-    self.count.assign_add(tf.cast(ok, tf.float64))
-
-  def read_and_reset(self, move_center):
-    """``(Σ dots per variable, steps)`` of the epoch; with `move_center`, the centre becomes the mean so far."""
-    dots, count = self.dots.numpy(), float(self.count.numpy())
-    self.total += count
-    if move_center and self.total > 0:
-      for c, s in zip(self.center, self.theta_sum):
-        c.assign(s / self.total)
-    self.dots.assign(tf.zeros_like(self.dots))
-    self.count.assign(0.)
-    return dots, count
-
-  def restart_mean(self):
-    for s in self.theta_sum:
-      s.assign(tf.zeros_like(s))
-    self.total = 0.
-
-
-class MonitorState(object):
-  """In-graph sums per variable over an epoch: the virials of every step (`every`) and of the epoch's first step (`first`), and ``Σ_t (h/4)∇Û_t·M∇Û_t``.
-
-  With reshuffled epochs a step's batch is dealt from what the earlier
-  batches of its pass left, which correlates it with the weights those
-  batches moved; the epoch's first batch is a fresh draw. `fresh` is set
-  at each epoch's start when that series is read.
-
-  Plain TensorFlow variables, outside the optimizer's own variables (so
-  checkpoints and saved optimizers do not depend on the monitor).
-  """
-
-  def __init__(self, variables):
-    self.sizes = np.array([int(np.prod(v.shape)) for v in variables])
-    self.every = _Virials(variables)
-    self.first = _Virials(variables)
-    self.fresh = tf.Variable(False, trainable=False)
-    self.reshuffle = tf.Variable(tf.zeros([len(variables)], tf.float64),
-                                 trainable=False)
-
-  def accumulate(self, parts, target_grads, drift, learning_rate, ok, index):
-    """Adds one step; a skipped step (`ok` false) adds nothing.
-
-    Args:
-      parts: the weights ``θ_t`` before the step.
-      target_grads: ``∇û = −∇U`` at ``θ_t`` (this step's minibatch).
-      drift: the step's drift (`Algorithm.update`'s): ``M ∇û`` for the
-        Langevin samplers, whose reshuffling bias the correction is
-        derived for.
-      learning_rate: ``h``.
-      ok: whether the step was taken.
-      index: the variables this step updates.
-    """
-    self.every.add(parts, target_grads, ok, index)
-    zero = tf.constant(0., tf.float64)
-    reshuffle = [zero] * len(parts)
-    for i in index:
-      w = tf.cast(ok, parts[i].dtype)
-      reshuffle[i] = tf.cast(0.25 * tf.cast(learning_rate, w.dtype) * w *
-                             tensors.part_event_dot(drift[i], target_grads[i],
-                                                    0), tf.float64)
-    self.reshuffle.assign_add(tf.stack(reshuffle))
-    fresh = tf.convert_to_tensor(self.fresh)
-
-    def read_first():
-      self.first.add(parts, target_grads, ok, index)
-      self.fresh.assign(False)
-      return tf.constant(True)
-    tf.cond(fresh, read_first, lambda: tf.constant(False))
-
-  def read_and_reset(self, move_center):
-    """``((Σ dots, Σ reshuffling terms per variable, steps), (Σ first-step dots, first steps))`` of the epoch.
-
-    With `move_center`, each series' centre becomes the mean of its states
-    so far.
-    """
-    dots, count = self.every.read_and_reset(move_center)
-    reshuffle = self.reshuffle.numpy()
-    self.reshuffle.assign(tf.zeros_like(self.reshuffle))
-    return (dots, reshuffle, count), self.first.read_and_reset(move_center)
-
-  def restart_mean(self):
-    """Starts the running means afresh (each epoch of the first half of burn-in)."""
-    self.every.restart_mean()
-    self.first.restart_mean()
+# The in-graph sums, under their older name.
+MonitorState = step_statistics.VirialSums
 
 
 class SamplerMonitor(keras.callbacks.Callback):
@@ -200,15 +96,24 @@ class SamplerMonitor(keras.callbacks.Callback):
       each iteration, do), and replaces the every-step reading where it
       reads it too cold (a hot run: the estimate took its heat out).
 
-  Logged (progress bar and history): ``temperature`` and
-  ``temperature/<layer>``, ``num_nonfinite``, ``drift_ratio``,
-  ``gamma_ratio``, ``lag``, and for diagonal metrics ``metric_condition``.
-  `readings` holds the last judgement's
-  `tfp_adaptive.core.temperature.Reading` per key.
+  Logged (progress bar and history): the reading as
+  ``temperature_reading`` and ``temperature_reading/<layer>`` (and, for one
+  more release, under the deprecated ``temperature`` and
+  ``temperature/<layer>``: ``temperature`` is ``τ``), ``num_nonfinite``,
+  ``drift_ratio``, ``gamma_ratio``, ``lag``, and for diagonal metrics
+  ``metric_condition``. `readings` holds the last judgement's
+  `tfp_adaptive.diagnostics.temperature.Reading` per key (``'temperature'``
+  for the whole model, ``'temperature/<layer>'`` per layer).
+
+  One monitor reads a `fit`: with a `SampleCollector`, give it to the
+  collector (which runs it and reports the regime numbers); a second
+  monitor in the same `fit` is a `ValueError` that says so.
 
   Example:
-    >>> model.fit(x, y, callbacks=[tfa.keras.SampleCollector(),
-    ...                            tfa.keras.SamplerMonitor()])
+    >>> collector = tfa.keras.SampleCollector(
+    ...     monitor=tfa.keras.SamplerMonitor())
+    >>> model.fit(x, y, callbacks=[collector])
+    >>> model.fit(x, y, callbacks=[tfa.keras.SamplerMonitor()])  # Alone.
   """
 
   def __init__(self, burnin_epochs=2, window=5, tolerance=0.1,
@@ -220,11 +125,10 @@ class SamplerMonitor(keras.callbacks.Callback):
     self.tolerance = validation.check_number('tolerance', tolerance, low=0.,
                                              low_open=True)
     self.min_steps = validation.check_int('min_steps', min_steps, low=1)
-    self.validation_data = ensemble_lib.check_validation_data(validation_data)
+    self.validation_data = data_arrays.check_validation_data(validation_data)
     if batches is not None:
       validation.check_choice('batches', batches, ('shuffled', 'independent'))
     self.batches = batches
-    self._val = None
     self.temperatures = collections.defaultdict(list)
     # Each epoch's first step alone (`None` where not read).
     self.first_temperatures = collections.defaultdict(list)
@@ -233,36 +137,34 @@ class SamplerMonitor(keras.callbacks.Callback):
     self._state = None
     self._epochs = 0
     self._steps = []
-    self._running = None
+    self._scores = None  # The `RunningEnsemble` of `validation_data`.
 
-  # `SampleCollector`'s own thermometer: yields to a `SamplerMonitor` in
-  # the same `fit`, logs the overall temperature only, and warns in the
-  # collector's name.
-  _internal = False
+  # A `CollectorThermometer` logs the overall reading only and warns in
+  # the collector's name.
+  _quiet = False
   _name = 'SamplerMonitor'
-  _claimed_at = None
+  # Whether a `SampleCollector` drives this monitor (`monitor=`): then the
+  # collector reports the regime numbers and the members' claim.
+  _driven = False
+
+  def drive_from_collector(self):
+    """Called by the `SampleCollector` given this monitor: it runs the monitor's hooks and reports the regime numbers itself."""
+    self._driven = True
 
   def _owns(self, opt):
-    return getattr(opt, 'monitor_owner', None) is self
+    return opt.statistics.reader is self
 
   def on_train_begin(self, logs=None):
     opt = optimizer_base.sampler_of(self.model, self._name)
-    regime.claim_members(opt, None)
-    owner = getattr(opt, 'monitor_owner', None)
     now = int(np.asarray(opt.iterations))
-    # An owner that claimed the optimizer at another step belongs to a fit
-    # that ended without `on_train_end` (an exception): stale.
-    current = owner is not None and owner._claimed_at == now  # pylint: disable=protected-access
-    if current and owner is not self and (
-        self._internal or not owner._internal):  # pylint: disable=protected-access
-      return  # Another thermometer reads this run (one per optimizer).
-    opt.monitor_owner = self
-    self._claimed_at = now
+    if not self._driven:
+      opt.statistics.claim_members(None, now)
+    opt.statistics.claim_virials(self, now, _SECOND_MONITOR % self._name)
     self._state = None
-    if self.validation_data is not None and self._running is None:
-      self._val = ensemble_lib.validation_arrays(self.validation_data)
-      self._likelihood = ensemble_lib.resolve_likelihood(self.model, None,
-                                                         None, None)
+    if self.validation_data is not None and self._scores is None:
+      self._scores = running_ensemble.RunningEnsemble(
+          self.validation_data,
+          likelihoods.resolve_likelihood(self.model, None, None, None))
     if not self.model.trainable_variables:
       return  # A subclassed model builds in its first step: start after it.
     self._start(opt)
@@ -277,11 +179,8 @@ class SamplerMonitor(keras.callbacks.Callback):
     if not opt.built:
       opt.build(self.model.trainable_variables)
     self._variables = list(opt._trainable_variables)  # pylint: disable=protected-access  # The optimizer's order.
-    if opt.monitor_state is None:
-      opt.monitor_state = MonitorState(self._variables)
-      self.model.make_train_function(force=True)
-    self._state = opt.monitor_state
-    regime.attach(opt, self.model)
+    self._state = opt.statistics.track_virials(self.model, self._variables)
+    opt.statistics.track_regime(self.model)
     self._layers = collections.OrderedDict()
     for k, v in enumerate(self._variables):
       parts = v.path.split('/')
@@ -315,24 +214,24 @@ class SamplerMonitor(keras.callbacks.Callback):
       self._steps.append(count)
       temps = self._per_layer(dots, count)
       for key, value in temps.items():
-        if key == 'temperature' or not self._internal:
-          logs[key] = float(value)
+        if key == 'temperature' or not self._quiet:
+          logs[key.replace('temperature', READING, 1)] = float(value)
+          logs[key] = float(value)  # The deprecated name (`READING`).
         self.temperatures[key].append(float(value))
       firsts = self._per_layer(first_dots, first) if first else {}
       for key in temps:
         self.first_temperatures[key].append(firsts.get(key))
       if _due(self._epochs - self.burnin_epochs - 1, self.window):
         self._judge(opt, final=False)
-    if not self._internal:  # The collector logs and reports these itself.
+    if not self._quiet:  # The collector logs these itself.
       self._metric_logs(opt, logs)
-      opt.regime_state.report(opt, epoch, logs,
-                              check=self._epochs > max(self.burnin_epochs, 1),
-                              stochastic=regime.is_stochastic(self.params))
+    if not self._driven:  # The collector reports these itself.
+      opt.statistics.regime.report(
+          opt, epoch, logs, check=self._epochs > max(self.burnin_epochs, 1),
+          stochastic=regime.is_stochastic(self.params))
     if self.validation_data is not None:
-      if self._running is None:
-        self._running = predictive.Predictive(self._likelihood, self._val[1])
-      self._running.add(1., self.model.predict(self._val[0], verbose=0))
-      logs['val_monitor_log_likelihood'] = self._running.metrics()[
+      self._scores.add(self.model)
+      logs['val_monitor_log_likelihood'] = self._scores.metrics()[
           'log_likelihood']
 
   def _per_layer(self, dots, count):
@@ -366,8 +265,7 @@ class SamplerMonitor(keras.callbacks.Callback):
     opt = self.model.optimizer
     if self._state is not None and self._owns(opt):
       self._judge(opt, final=True)
-    if self._owns(opt):
-      opt.monitor_owner = None
+    opt.statistics.release(self)
 
   def _judge(self, opt, final):
     """Reads every key over the epochs since burn-in; warns once per key that is off.
@@ -384,7 +282,7 @@ class SamplerMonitor(keras.callbacks.Callback):
     if (sum(self._steps[first:]) < self.min_steps or
         len(self._steps) - first < 2 * self.window):
       return
-    tau = float(np.asarray(opt.temperature_variable))
+    tau = opt.temperature
     for key, values in self.temperatures.items():
       self.readings[key] = temperature_lib.read(values[first:], 1)
       fresh = [v for v in self.first_temperatures[key][first:]
@@ -424,14 +322,25 @@ def _due(since, window):
   return since >= 2 * window and _block_end(since, window)
 
 
-def collector_thermometer(burnin_epochs):
-  """`SampleCollector`'s own `SamplerMonitor`: judged as a monitor's, quieter.
+class CollectorThermometer(SamplerMonitor):
+  """`SampleCollector`'s own monitor (``monitor=True``): judged as a `SamplerMonitor`, quieter.
 
-  It yields to a `SamplerMonitor` in the same `fit` (one thermometer per
-  optimizer), logs the overall ``temperature`` only, and warns as
-  ``SampleCollector``.
+  It logs the overall reading only (no layers, no metric condition) and
+  warns as ``SampleCollector``.
   """
-  monitor = SamplerMonitor(burnin_epochs=burnin_epochs)
-  monitor._internal = True  # pylint: disable=protected-access
-  monitor._name = 'SampleCollector'  # pylint: disable=protected-access
-  return monitor
+
+  _quiet = True
+  _name = 'SampleCollector'
+
+
+#: The history key of the configurational temperature's reading (and
+#: ``READING + '/<layer>'`` per layer). The key ``'temperature'`` (and
+#: ``'temperature/<layer>'``) is logged besides for one release: it is
+#: deprecated, as ``temperature`` names ``τ``.
+READING = 'temperature_reading'
+
+_SECOND_MONITOR = (
+    '%s: another monitor already reads the temperature of this fit (a '
+    'SampleCollector reads it by default). Pass your monitor to the '
+    'collector, SampleCollector(monitor=SamplerMonitor(...)), and not to '
+    '`callbacks` besides; or construct the collector with monitor=False.')

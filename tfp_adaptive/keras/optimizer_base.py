@@ -25,7 +25,6 @@ single-device Γ). Multi-worker runs must pass the same explicit `seed` on
 every worker: the default seed is drawn per process.
 """
 
-import logging
 import warnings
 
 import numpy as np
@@ -35,18 +34,19 @@ import keras
 from tfp_adaptive import _compat
 from tfp_adaptive import schedules
 from tfp_adaptive import validation
+from tfp_adaptive import vocabulary
 from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.core import tensors
 from tfp_adaptive.keras import distribute
-from tfp_adaptive.keras import priors
+from tfp_adaptive.keras import default_prior
+from tfp_adaptive.keras import step_statistics
 
 __all__ = ['NONFINITE_POLICIES', 'PRIORS', 'SamplerOptimizer',
            'backing_variable', 'sampler_of']
 
+# The words of `tfp_adaptive.vocabulary` that an optimizer step can follow.
 NONFINITE_POLICIES = ('reject', 'raise')
 PRIORS = ('default', 'flat')
-
-_LOG = logging.getLogger('tfp_adaptive')
 
 
 def backing_variable(v):
@@ -78,7 +78,8 @@ def _random_seed():
   return int(np.random.randint(0, 2**31 - 1))
 
 
-class SamplerOptimizer(keras.optimizers.Optimizer):
+class SamplerOptimizer(default_prior.DefaultPrior,
+                       keras.optimizers.Optimizer):
   """Base class of the SG-MCMC optimizers (subclasses pick the `Algorithm`).
 
   Args:
@@ -137,18 +138,6 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
 
   _default_burnin = 0
   _supports_gamma = True
-  # Set by `SampleCollector`, which raises after the batch for 'raise'.
-  nonfinite_checked_after_batch = False
-  # Set by `SamplerMonitor`: in-graph sums it reads once per epoch.
-  monitor_state = None
-  monitor_owner = None  # The `SamplerMonitor` reading `monitor_state` in `fit`.
-  # The step at which a `SampleCollector(training_data=...)` began its `fit`
-  # (`None` without one): that fit's members are read on the training data
-  # with exact gradients, which judges the heat `drift_ratio` only bounds
-  # (`keras/regime.py`, `claim_members`).
-  members_read_at = None
-  # Set by `SampleCollector` and `SamplerMonitor` (`keras/regime.py`).
-  regime_state = None
 
   def __init__(self, learning_rate, data_size=1, burnin=None, temperature=1.,
                noise='gaussian', gamma='none', gamma_estimator='hutchinson', gamma_subsample=1.,
@@ -165,8 +154,11 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     burnin = self._default_burnin if burnin is None else burnin
     self.burnin = validation.check_int('burnin', burnin, low=0)
     self.data_size = data_size
-    self.temperature = validation.check_number('temperature', temperature,
-                                               low=0., low_open=True)
+    self._temperature = validation.check_number('temperature', temperature,
+                                                low=0., low_open=True)
+    self._temperature_variable = None
+    # What the steps sum for the callbacks (`step_statistics`).
+    self.statistics = step_statistics.StepStatistics()
     allowed = gamma_lib.GAMMA_MODES if self._supports_gamma else ('none',)
     self.gamma = validation.check_choice('gamma', gamma, allowed)
     self.gamma_estimator = validation.check_choice(
@@ -176,8 +168,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     self.gamma_probability = validation.check_number(
         'gamma_probability', gamma_probability, low=0., high=1.,
         low_open=True)
-    self.nonfinite = validation.check_choice('nonfinite', nonfinite,
-                                             NONFINITE_POLICIES)
+    self.nonfinite = vocabulary.nonfinite_policy(nonfinite,
+                                                 NONFINITE_POLICIES)
     self.prior = validation.check_choice('prior', prior, PRIORS)
     self._prior_precisions = None  # 1/(σ²N) per variable, set by `build`.
     self._seed_given = seed is not None
@@ -251,24 +243,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     per process (``seed=None``) is replaced by the chief's; explicit seeds
     that differ between workers are an error.
     """
-    strategy = tf.distribute.get_strategy()
-    if not distribute.is_multi_worker(strategy) or not tf.executing_eagerly():
-      return
-    mine = tf.constant(self.seed, tf.int64)
-    chief = distribute.is_chief(strategy)
-    total = lambda x: int(_sum_over_workers(strategy, x))
-    chief_seed = total(mine if chief else tf.zeros_like(mine))
-    differing = total(tf.cast(mine != chief_seed, tf.int64))
-    if self._seed_given and differing:
-      here = ('this worker passes seed=%d' % self.seed
-              if self.seed != chief_seed else
-              'this worker passes the chief\'s seed')
-      raise ValueError(
-          '%s: the chief passes seed=%d, %d worker(s) pass another seed '
-          '(%s). Under MultiWorkerMirroredStrategy every worker must pass '
-          'the same `seed` (or none, to take the chief\'s).'
-          % (type(self).__name__, chief_seed, differing, here))
-    self.seed = chief_seed
+    self.seed = distribute.agree_on_seed(self.seed, self._seed_given,
+                                         type(self).__name__)
 
   def build(self, var_list):
     if self.built:
@@ -296,59 +272,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
                                             name='num_nonfinite')
     self._temperature_variable = self.add_variable(
         (), dtype='float32', name='temperature',
-        initializer=keras.initializers.Constant(self.temperature))
-
-  def _resolve_prior(self, var_list):
-    """``1/(σ²N)`` of the default prior per variable (`None`: no default prior)."""
-    bare = [v for v in var_list if getattr(v, 'regularizer', None) is None]
-    if self.prior == 'flat':
-      keras_bare = [v for v in bare if isinstance(v, keras.Variable)]
-      if keras_bare:
-        warnings.warn(
-            '%s(prior=\'flat\'): %d of %d variables have no regularizer (%s), '
-            'so the posterior has no prior on them and may be improper: a '
-            'network\'s weights can then drift without bound (e.g. along the '
-            'scale symmetry of ReLU layers, or for inputs the data never '
-            'excite). Use prior=\'default\', or put priors on them with '
-            'tfp_adaptive.keras.priors.' % (
-                type(self).__name__, len(keras_bare), len(var_list),
-                _names(keras_bare)))
-      return [None] * len(var_list)
-    prior = priors.default_prior(self.data_size)
-    if bare:
-      _LOG.warning(
-          '%s: %d of %d variables have no prior of their own (%s); they get '
-          'the default prior N(0, %g/fan_in) (tfp_adaptive.keras.priors.'
-          'default_prior). Pass prior=\'flat\' if the loss already holds '
-          'their prior.', type(self).__name__, len(bare), len(var_list),
-          _names(bare), priors.DEFAULT_GAIN ** 2)
-    return [prior.precision_over_n(tuple(v.shape))
-            if getattr(v, 'regularizer', None) is None else None
-            for v in var_list]
-
-  def prior_variance(self, variable):
-    """``σ²`` per weight of the default prior on `variable`; `None` if it has none (or before `build`)."""
-    if self._prior_precisions is None:
-      return None
-    try:
-      c = self._prior_precisions[self._get_variable_index(variable)]
-    except KeyError:
-      return None
-    return None if c is None else 1. / (float(c) * self.data_size)
-
-  def prior_loss(self, variables):
-    """The default prior's ``-log p(θ)/N`` over `variables` (the optimizer's order)."""
-    prior = priors.default_prior(self.data_size)
-    total = 0.
-    for v, c in zip(variables, self._prior_precisions):
-      if c is not None:
-        total += prior(tf.convert_to_tensor(v))
-    return total
-
-  def prior_gradients(self, parts):
-    """The gradient of `prior_loss` at `parts` (`None` where no default prior)."""
-    return [None if c is None else tf.cast(c, p.dtype) * p
-            for p, c in zip(parts, self._prior_precisions)]
+        initializer=keras.initializers.Constant(self._temperature))
 
   @property
   def learning_rate_schedule(self):
@@ -358,8 +282,28 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
             else None)
 
   @property
+  def temperature(self):
+    """τ, the temperature sampled at: held once, in `temperature_variable` once built.
+
+    Setting it assigns the variable (as `TemperatureRamp` does during
+    `fit`).
+    """
+    if self._temperature_variable is None:
+      return self._temperature
+    return float(np.asarray(self._temperature_variable))
+
+  @temperature.setter
+  def temperature(self, value):
+    value = validation.check_number('temperature', value, low=0.,
+                                    low_open=True)
+    if self._temperature_variable is None:
+      self._temperature = value
+    else:
+      self._temperature_variable.assign(value)
+
+  @property
   def temperature_variable(self):
-    """τ as a variable (`TemperatureRamp` assigns it during `fit`)."""
+    """τ as a variable, once built (`TemperatureRamp` assigns it during `fit`)."""
     return self._temperature_variable
 
   def sampler_state(self, state_variables=None):
@@ -494,7 +438,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         full_gamma, learning_rate,
         temperature, noise_seed, 0, noise_scale, gradient_scale=-n,
         step=step32,
-        ratios=self.regime_state is not None or self.monitor_state is not None)
+        ratios=self.statistics.wants_ratios)
     new_parts, new_momentum = out[:2]
     # A NaN/Inf in the gradient or Γ reaches the new weights; overflowing
     # statistics do not (`Algorithm.state_is_finite`), so the new metric
@@ -504,7 +448,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
                                           full_grads, 0))
     new_state = tf.nest.flatten((new_pstate, new_momentum))
     if self.nonfinite == 'raise':
-      if _compat.in_xla_context() and not self.nonfinite_checked_after_batch:
+      if (_compat.in_xla_context() and
+          not self.statistics.nonfinite_after_batch):
         warnings.warn(
             '%s(nonfinite=\'raise\') under jit_compile=True: XLA drops the '
             'in-graph check, so a non-finite step is skipped and counted in '
@@ -514,11 +459,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
           'Non-finite gradient, Γ or weights in %s at iteration' % self.name,
           step, '; lower the learning rate or check the model.'])]):
         ok = tf.identity(ok)
-    if self.monitor_state is not None:
-      self.monitor_state.accumulate(parts, target_grads, out[3],
-                                    learning_rate, ok, index)
-    if self.regime_state is not None:
-      self.regime_state.accumulate(out[2], ok)
+    self.statistics.accumulate(parts, target_grads, out[2], out[3],
+                               learning_rate, ok, index)
 
     # Commit or keep everything: a select fuses into the update's own pass
     # under XLA, where a `tf.cond` around the assignments copied the weights.
@@ -544,14 +486,3 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       v.assign(tf.cast(leaf, tf.int32) if is_bool else leaf)
     skipped = tf.cast(tf.logical_not(ok), tf.int64)
     num_nonfinite.assign_add(skipped)
-
-
-def _names(variables, most=4):
-  names = [getattr(v, 'path', None) or v.name for v in variables]
-  return ', '.join(names[:most]) + (', ...' if len(names) > most else '')
-
-
-def _sum_over_workers(strategy, value):
-  """The sum of a scalar over the workers of `strategy`, in one compiled call."""
-  return tf.function(lambda: strategy.reduce(
-      tf.distribute.ReduceOp.SUM, strategy.run(lambda: value), axis=None))()

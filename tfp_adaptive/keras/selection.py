@@ -1,16 +1,21 @@
 """Which steps become ensemble members: the burn-in/thinning schedule and the kept window."""
 
+import warnings
+
 import numpy as np
 
 from tfp_adaptive import validation
 
-__all__ = ['Schedule', 'WINDOWS', 'Window']
+__all__ = ['SamplePoints', 'WINDOWS', 'Window']
 
 WINDOWS = ('reservoir', 'last')
 
 
-class Schedule(object):
-  """Sample points ``burnin + k·thinning`` (k >= 1) of a counter (steps or epochs)."""
+class SamplePoints(object):
+  """Sample points ``burnin + k·thinning`` (k >= 1) of a counter (steps or epochs).
+
+  (Not a step-size schedule: those are `tfp_adaptive.schedules`.)
+  """
 
   def __init__(self, burnin, thinning):
     self.burnin = validation.check_int('burnin', burnin, low=0)
@@ -23,6 +28,34 @@ class Schedule(object):
   def due(self, count, last):
     """True if a sample point lies in ``(last, count]`` (robust to several steps per batch)."""
     return self._index(count) > self._index(last)
+
+  def burnin_epochs(self, unit, params):
+    """The burn-in in epochs (at least 1) of a `fit` with Keras' `params`."""
+    steps = (params or {}).get('steps')
+    if unit == 'epoch':
+      return max(self.burnin, 1)
+    if not steps:
+      return 2
+    return max(int(np.ceil(self.burnin / float(steps))), 1)
+
+  def check_reachable(self, unit, params, step, epoch):
+    """Warns before training when a `fit` (Keras' `params`, now at `step` and `epoch`) ends before the first sample point."""
+    epochs, steps = params.get('epochs'), params.get('steps')
+    if epochs is None:
+      return
+    if unit == 'epoch':
+      end = epochs
+    elif steps is None:  # A dataset of unknown length: the end is unknown.
+      return
+    else:
+      end = step + (epochs - epoch) * steps
+    first = self.burnin + self.thinning
+    if first > end:
+      warnings.warn(
+          'SampleCollector: this fit ends at %s %d, before the first sample '
+          'at %s %d (burnin=%d, thinning=%d), so it will keep no members. '
+          'Lower `burnin` (with unit=%r) or train for longer.'
+          % (unit, end, unit, first, self.burnin, self.thinning, unit))
 
 
 class Window(object):

@@ -12,7 +12,7 @@ import tensorflow_probability as tfp
 from tfp_adaptive import _compat
 from tfp_adaptive import minibatch
 from tfp_adaptive import validation
-from tfp_adaptive.core import regime as regime_lib
+from tfp_adaptive.diagnostics import regime as regime_lib
 from tfp_adaptive.mcmc import kernel as kernel_lib
 from tfp_adaptive.mcmc import temperature as temperature_lib
 
@@ -115,7 +115,7 @@ def check_regime(kernel, step_norms, warn=True):
     warn: issue a `UserWarning` for each number above its tolerance.
 
   Returns:
-    `tfp_adaptive.core.regime.Regime` of the run, pooled over its chains
+    `tfp_adaptive.diagnostics.regime.Regime` of the run, pooled over its chains
     (means over steps and chains; docs, guide "Step sizes and regimes").
 
   Example:

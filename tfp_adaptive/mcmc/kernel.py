@@ -7,6 +7,7 @@ import tensorflow_probability as tfp
 
 from tfp_adaptive import schedules
 from tfp_adaptive import validation
+from tfp_adaptive import vocabulary
 from tfp_adaptive.core import algorithms
 from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.core import tensors
@@ -14,7 +15,8 @@ from tfp_adaptive.core import tensors
 __all__ = ['AdaptiveSGMCMC', 'AdaptiveSGMCMCKernelResults', 'NONFINITE_POLICIES',
            'as_list', 'sampler_in']
 
-NONFINITE_POLICIES = ('reject', 'reject_at_proposal', 'raise', 'ignore')
+# Every word of the one vocabulary (`tfp_adaptive.vocabulary`).
+NONFINITE_POLICIES = vocabulary.NONFINITE_POLICIES
 
 
 class AdaptiveSGMCMCKernelResults(
@@ -101,7 +103,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
     validation.check_number('gamma_probability',
                             parameters.get('gamma_probability', 1.), low=0.,
                             high=1., low_open=True)
-    validation.check_choice('nonfinite', nonfinite, NONFINITE_POLICIES)
+    vocabulary.nonfinite_policy(nonfinite, NONFINITE_POLICIES)
     self._algorithm = algorithm
     self._parameters = parameters
 

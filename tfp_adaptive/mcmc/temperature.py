@@ -1,6 +1,6 @@
 """The configurational temperature of a kernel's chains, read from their samples (`check_temperature`).
 
-The reading and its verdict are `tfp_adaptive.core.temperature`'s; this
+The reading and its verdict are `tfp_adaptive.diagnostics.temperature`'s; this
 module only evaluates ``∇û`` at the samples. It works after any run, of
 `tfp_adaptive.mcmc.sample` or of `tfp.mcmc.sample_chain`, costs one gradient
 per chain for each of at most `max_draws` draws (and, for the Laplacian
@@ -19,9 +19,10 @@ import tensorflow_probability as tfp
 from tfp_adaptive import _compat
 from tfp_adaptive import minibatch
 from tfp_adaptive import validation
-from tfp_adaptive.core import mean_force
-from tfp_adaptive.core import prediction_force
-from tfp_adaptive.core import temperature as temperature_lib
+from tfp_adaptive.diagnostics import mean_force
+from tfp_adaptive.diagnostics import prediction_force
+from tfp_adaptive.diagnostics import probes as probes_lib
+from tfp_adaptive.diagnostics import temperature as temperature_lib
 from tfp_adaptive.mcmc import kernel as kernel_lib
 
 __all__ = ['check_temperature']
@@ -38,7 +39,7 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
   draws and chains, must read the kernel's ``temperature`` for any smooth
   target (docs, guide "Diagnostics"). Its standard error counts the
   autocorrelation of the draws; the reading is judged only when its two
-  halves agree (`tfp_adaptive.core.temperature.verdict`).
+  halves agree (`tfp_adaptive.diagnostics.temperature.verdict`).
 
   The whole state is also read in the Laplacian form,
   ``T_ΔU = ⟨|∇U|²⟩ / ⟨ΔU⟩`` (Hutchinson traces of the Hessian, from second
@@ -52,10 +53,10 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
   draws is not positive, has no Laplacian reading.
 
   The same gradients give each state part's mean force,
-  ``sd(θ_i)·⟨∂U/∂θ_i⟩`` (`tfp_adaptive.core.mean_force`), and, given
+  ``sd(θ_i)·⟨∂U/∂θ_i⟩`` (`tfp_adaptive.diagnostics.mean_force`), and, given
   `predictions` (a model's outputs at some inputs), the force along
   them, ``sd(f)·⟨∇f·∇U − τΔf⟩/⟨|∇f|²⟩`` per prediction
-  (`tfp_adaptive.core.prediction_force`): both vanish at the target and
+  (`tfp_adaptive.diagnostics.prediction_force`): both vanish at the target and
   read where the chains sit, which the temperature does not; the second
   reads it in what a network predicts, where its weights have no
   meaningful marginals. Each is warned on beyond 0.05 sds.
@@ -71,7 +72,7 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
       Laplacian form) that reads hot, cold or unsettled, naming the
       parameter to change and by how much; while the whole state has not
       settled, only that is said
-      (`tfp_adaptive.core.temperature.advice_per_part`).
+      (`tfp_adaptive.diagnostics.temperature.advice_per_part`).
     max_draws: int >= 4; at most this many draws, evenly spaced, are read.
     seed: stateless seed of the minibatches of a stochastic target other
       than a `tfp_adaptive.minibatch.MinibatchLogProb`, which is read on
@@ -84,14 +85,14 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
       a `Tensor` ``[chains..., K...]`` of smooth predictions (a network's
       logits at some inputs), read by forward-mode derivatives: per draw,
       ``1 + 3·PROBES`` of its evaluations
-      (`tfp_adaptive.core.prediction_force.PROBES`).
+      (`tfp_adaptive.diagnostics.prediction_force.PROBES`).
 
   Returns:
     dict: ``'overall'`` and each state part's index to its
-    `tfp_adaptive.core.temperature.Reading`, ``'laplacian'`` to the
+    `tfp_adaptive.diagnostics.temperature.Reading`, ``'laplacian'`` to the
     whole state's reading in the Laplacian form (when there is one),
     ``'mean_force'`` to a dict of each state part's index to its
-    `tfp_adaptive.core.mean_force.Shift`, and with `predictions`,
+    `tfp_adaptive.diagnostics.mean_force.Shift`, and with `predictions`,
     ``'predictions'`` to theirs (its ``coordinate`` the prediction's flat
     index).
 
@@ -127,7 +128,7 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
   # The second differences' steps, for the Laplacian and the predictions.
   scales = _spread_scales(parts, chain_ndims)
   curvature = _laplacian_terms(inner.target_log_prob_fn, parts, grads, seed,
-                               scales)
+                               scales, chain_ndims)
   if curvature is not None:
     readings['laplacian'] = temperature_lib.read_ratio(
         curvature[0], curvature[1], sum(sizes), shared)
@@ -261,44 +262,36 @@ def _virials(target_log_prob_fn, parts, seed):
   return out, needs_seed, grads
 
 
-def _laplacian_terms(target_log_prob_fn, parts, grads, seed, scales):
+def _laplacian_terms(target_log_prob_fn, parts, grads, seed, scales,
+                     chain_ndims):
   """``[draws, chains...]`` arrays of ``|∇U|²`` and of a Hutchinson ``ΔU`` over the whole state, or `None`.
 
   A stochastic target (one that takes a seed) gives ``∇Û₁·∇Û₂`` from two
   independent draws of its noise, unbiased for ``|∇U|²``. The Laplacian is
-  ``zᵀHz`` for Rademacher ``z``, taken as a second difference of the
-  gradient, ``−z·(∇log p(θ + εz) − ∇log p(θ − εz))/2ε`` (one noise draw for
-  both), with ``ε`` a hundredth of the part's spread over the draws: exact
-  for a quadratic ``U``, and, unlike a Hessian-vector product, it counts
-  the curvature of a kink (a Laplace prior's ``|θ|``, a ReLU), which
-  crossing it within ``±εz`` brings in with the right weight on average.
-  `grads`: the virial pass's gradients at `parts` (``∇Û₁``, reused);
-  `scales`: each part's step ``ε`` (`_spread_scales`). `None` when
-  the target has no gradient there.
+  `tfp_adaptive.diagnostics.probes.laplacian` along one Rademacher probe
+  (one noise draw for both of its points). `grads`: the virial pass's
+  gradients at `parts` (``∇Û₁``, reused); `scales`: each part's step
+  ``ε`` (`_spread_scales`); `chain_ndims`: the chain axes after the
+  draws'. `None` when the target has no gradient there.
   """
   needs_seed, seeds = _draw_seeds(target_log_prob_fn, parts, seed)
+  # Sums over a part's event axes, the chains' axes kept.
+  total = lambda x: tf.reduce_sum(x, axis=tf.range(chain_ndims, tf.rank(x)))
 
   def terms_of(draws, grads, seeds):
     def one(args):
       state, g, s = args
       s_probe, s_one, s_two = tf.unstack(
           tf.random.experimental.stateless_split(s, 3))
-      probes = _rademacher(state, s_probe)
-      up, lp = _gradient(target_log_prob_fn, [
-          p + tf.cast(e, p.dtype) * z for p, z, e in zip(state, probes, scales)],
-                         s_one, needs_seed)
-      down = _gradient(target_log_prob_fn, [
-          p - tf.cast(e, p.dtype) * z for p, z, e in zip(state, probes, scales)],
-                       s_one, needs_seed)[0]
+      # U = −log p: ∇U = −∇log p, |∇U|² = ∇log p·∇log p.
+      energy_gradient = lambda at: [-x for x in _gradient(
+          target_log_prob_fn, at, s_one, needs_seed)[0]]
+      laplacian = probes_lib.laplacian(
+          energy_gradient, state, _rademacher(state, s_probe),
+          [tf.cast(e, p.dtype) for p, e in zip(state, scales)], total)
       g2 = (_gradient(target_log_prob_fn, state, s_two, needs_seed)[0]
             if needs_seed else g)
-      # U = −log p: ΔU = −zᵀ(∇² log p)z, |∇U|² = ∇log p·∇log p.
-      laplacian = -tf.add_n([
-          tf.reduce_sum((a - b) * zk / (2. * tf.cast(e, zk.dtype)),
-                        axis=tf.range(tf.rank(lp), tf.rank(zk)))
-          for a, b, zk, e in zip(up, down, probes, scales)])
-      squared = tf.add_n([tf.reduce_sum(
-          a * b, axis=tf.range(tf.rank(lp), tf.rank(a))) for a, b in zip(g, g2)])
+      squared = tf.add_n([total(a * b) for a, b in zip(g, g2)])
       return squared, laplacian
     return tf.map_fn(one, (draws, grads, seeds), fn_output_signature=(
         draws[0].dtype, draws[0].dtype))
@@ -326,7 +319,7 @@ def _spread_scales(parts, chain_ndims):
     x = np.asarray(p, np.float64)
     rows = int(np.prod(x.shape[:1 + chain_ndims]))
     spread = float(np.sqrt(np.mean(np.var(x.reshape(rows, -1), 0))))
-    scales.append(1e-2 * spread if spread > 0. else 1e-2)
+    scales.append(probes_lib.difference_step(spread))
   return scales
 
 
@@ -336,7 +329,7 @@ def _prediction_terms(predictions, to_outer, parts, grads, seed, chain_ndims,
 
   Forward mode, one evaluation of `predictions` each: ``∇f·∇U`` along
   ``−grads`` (the virial pass's ``∇log p``), and the probes' terms of
-  `tfp_adaptive.core.prediction_force.probe_terms` (steps: a hundredth of
+  `tfp_adaptive.diagnostics.probes.probe_terms` (steps: a hundredth of
   each part's spread, `_spread_scales`). `parts` and `grads` are in the
   sampled space; `to_outer` maps them to the space `predictions` takes;
   `chain_ndims`: the number of chain axes after the draws'.
@@ -365,8 +358,7 @@ def _prediction_terms(predictions, to_outer, parts, grads, seed, chain_ndims,
       probes = [_rademacher(state, probe_seed) for probe_seed in tf.unstack(
           tf.random.experimental.stateless_split(s, prediction_force.PROBES))]
       steps = [tf.cast(e, p.dtype) for p, e in zip(state, scales)]
-      return (f, force) + prediction_force.probe_terms(derivative, probes,
-                                                       steps)
+      return (f, force) + probes_lib.probe_terms(derivative, probes, steps)
     return tf.map_fn(one, (draws, grads, seeds),
                      fn_output_signature=(draws[0].dtype,) * 4)
   out = _compat.quiet_function(terms_of, False)(parts, list(grads), seeds)

@@ -1,0 +1,1 @@
+"""Tests of `tfp_adaptive.core`."""

@@ -1,0 +1,140 @@
+"""`CurvatureCalibration` and `tfp_adaptive.diagnostics.curvature`: the step from the largest eigenvalue of curvature plus minibatch noise.
+
+On a linear regression with the loss ``'mse'`` both are known in closed
+form: the energy ``U = N·mean((y − Xw − b)²)`` has Hessian ``2 X₁ᵀX₁``
+(``X₁`` the inputs with a column of ones) and the per-example gradients
+``g_i = 2N r_i x₁ᵢ``, whose minibatch mean of size ``B`` drawn without
+replacement has covariance ``(N − B)/(B(N − 1))`` times theirs. Full
+batch, the callback must read the Hessian's top eigenvalue to the power
+iteration's precision; with minibatches, the top eigenvalue of Hessian plus
+noise within the sampling error of its noise covariance (``batches`` draws:
+a relative sd of about ``sqrt(2/(batches − 1))``).
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import keras
+
+import tfp_adaptive as tfa
+from tfp_adaptive.diagnostics import curvature
+
+N = 200
+
+
+def _data(seed=0):
+  rng = np.random.default_rng(seed)
+  x = (rng.normal(size=(N, 3)) * [3., 1., 0.3]).astype('float32')
+  y = (x @ [1., -2., 0.5] + 0.5 + rng.normal(size=N)).astype('float32')
+  return x, y[:, None]
+
+
+def _linear(x, y, batch_size, batches=16, epochs=1):
+  keras.utils.set_random_seed(1)
+  model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+  model.compile(tfa.keras.optimizers.SGLD(1e-6, data_size=N, prior='flat'),
+                loss='mse')
+  cal = tfa.keras.CurvatureCalibration((x, y), epochs=1, batches=batches,
+                                       iterations=60)
+  model.fit(x, y, batch_size=batch_size, epochs=epochs, verbose=0,
+            shuffle=False, callbacks=[cal])
+  return model, cal
+
+
+def test_top_eigenvalue_of_a_known_operator():
+  scales = [tf.constant([1., 2., 5.]), tf.constant([[10., 3.], [0.5, 4.]])]
+  start = [tf.ones_like(s) for s in scales]
+  value, vector = curvature.top_eigenvalue(
+      lambda v: [s * a for s, a in zip(scales, v)], start, iterations=60)
+  assert abs(float(value) - 10.) < 1e-4
+  assert abs(abs(float(vector[1][0, 0])) - 1.) < 1e-3
+
+
+def test_noise_covariance_product_matches_numpy():
+  rng = np.random.default_rng(0)
+  draws = rng.normal(size=(9, 5))
+  dev = draws - draws.mean(0)
+  parts = [[tf.constant(d[:2]), tf.constant(d[2:])] for d in dev]
+  v = rng.normal(size=5)
+  out = curvature.noise_covariance_product(parts)([tf.constant(v[:2]),
+                                                   tf.constant(v[2:])])
+  np.testing.assert_allclose(np.concatenate([o.numpy() for o in out]),
+                             np.cov(draws.T) @ v, rtol=1e-10)
+  with pytest.raises(ValueError, match='at least 2'):
+    curvature.noise_covariance_product(parts[:1])
+
+
+def test_full_batch_reads_the_hessian_top_eigenvalue():
+  x, y = _data()
+  _, cal = _linear(x, y, batch_size=N)
+  x1 = np.hstack([x, np.ones((N, 1))]).astype('float64')
+  top = np.linalg.eigvalsh(2. * x1.T @ x1)[-1]
+  for lr, value in cal.history:  # Full batch: no noise, every reading.
+    assert abs(value / top - 1.) < 1e-3
+    assert abs(lr * top / 0.4 - 1.) < 1e-3
+
+
+@pytest.mark.slow
+def test_minibatch_noise_enters_the_eigenvalue():
+  x, y = _data()
+  batch, batches = 10, 400
+  model, cal = _linear(x, y, batch_size=batch, batches=batches)
+  w, b = [v.numpy().astype('float64') for v in model.weights]
+  x1 = np.hstack([x, np.ones((N, 1))]).astype('float64')
+  residual = (x @ w + b - y).astype('float64')
+  grads = 2. * N * residual * x1  # Per example, of U = N·mean(r²).
+  noise = (N - batch) / (batch * (N - 1.)) * np.cov(grads.T, bias=True)
+  hessian = 2. * x1.T @ x1
+  exact = np.linalg.eigvalsh(hessian + noise)[-1]
+  assert exact > 3. * np.linalg.eigvalsh(hessian)[-1]  # Noise dominates.
+  value = cal.history[-1][1]  # Read at the end of the epoch: these weights.
+  se = np.sqrt(2. / (batches - 1))
+  assert abs(value / exact - 1.) < 4. * se, (value, exact)
+
+
+@pytest.mark.slow
+def test_the_recipe_from_a_warm_start_in_the_style_of_keras_io():
+  """A functional classifier with logits and a `tf.data` pipeline: Adam to a mode, then sampling at the calibrated step."""
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(600, 4)).astype('float32')
+  y = (x[:, 0] + 0.5 * x[:, 1] ** 2 + 0.3 * rng.normal(size=600) > 0.5
+       ).astype('int32')
+  data = tf.data.Dataset.from_tensor_slices((x[:400], y[:400])).batch(40)
+  keras.utils.set_random_seed(0)
+  inputs = keras.Input((4,))
+  logits = keras.layers.Dense(2)(keras.layers.Dense(16, 'relu')(inputs))
+  model = keras.Model(inputs, logits)
+  loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+  model.compile(keras.optimizers.Adam(1e-2), loss=loss)
+  model.fit(data, epochs=10, verbose=0)
+  adam = model.evaluate(x[400:], y[400:], verbose=0)
+  model.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=400), loss=loss)
+  cal = tfa.keras.CurvatureCalibration(data, epochs=1)
+  collector = tfa.keras.SampleCollector(burnin=1, unit='epoch')
+  model.fit(data, epochs=8, verbose=0, callbacks=[cal, collector])
+  assert len(cal.history) == 2
+  assert all(np.isfinite(lr) and lr > 0 for lr, _ in cal.history)
+  assert float(model.optimizer.learning_rate) == pytest.approx(
+      cal.history[-1][0])
+  metrics = collector.ensemble.evaluate(x[400:], y[400:])
+  # The ensemble keeps the mode's fit: no worse than Adam's one model by
+  # more than the held-out noise of 200 points' mean log-likelihood.
+  assert metrics['log_likelihood'] > -adam - 0.05, (metrics, adam)
+
+
+@pytest.mark.parametrize('make, error, text', [
+    (lambda: tfa.keras.optimizers.SGHMC(1e-4, data_size=10), ValueError,
+     'momentum'),
+    (lambda: tfa.keras.optimizers.PSGLD(1e-4, data_size=10, friction=0.1),
+     ValueError, 'momentum'),
+    (lambda: tfa.keras.optimizers.SGLD(
+        tfa.keras.schedules.PolynomialDecay(1e-4, 1., 0.55), data_size=10),
+     TypeError, 'schedule'),
+    (lambda: keras.optimizers.Adam(), TypeError, 'Adam')])
+def test_refuses_what_the_rule_does_not_cover(make, error, text):
+  x, y = _data()
+  model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+  model.compile(make(), loss='mse')
+  with pytest.raises(error, match=text):
+    model.fit(x[:10], y[:10], epochs=1, verbose=0,
+              callbacks=[tfa.keras.CurvatureCalibration((x[:10], y[:10]))])

@@ -1,0 +1,58 @@
+"""The benchmark scripts run in --quick mode and write their tables and plots.
+
+`benchmarks.keras_speed` is exercised through `benchmarks.speed`, which runs
+its measurement (`keras_speed.measure`, `table_rows`, `plot`) in the same
+process. Each script runs as ``python -m`` would run it (as ``__main__``,
+with its command line), inside the test process: that spares a TensorFlow
+import per script; the scripts set their own seeds.
+"""
+
+import json
+import os
+import runpy
+import sys
+
+import pytest
+from tests.conftest import ROOT
+
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('module, outputs, args', [
+    ('benchmarks.rensmeyer_figures',
+     ['%s_%s' % (f, k) for f in ('fig1', 'fig2', 'fig3', 'mixture')
+      for k in ('table.md', 'stationary.png')], []),
+    ('benchmarks.tfp_side_by_side', ['tfp_side_by_side.md',
+                                     'tfp_side_by_side.png'], []),
+    ('benchmarks.speed', ['speed.md', 'speed.png'], []),
+    ('benchmarks.noise_draw', ['noise_draw.md'], []),
+    ('benchmarks.gamma_cost', ['gamma_cost.md', 'gamma_cost.png',
+                               'gamma_cost_tfp.md', 'gamma_cost_tfp.png'], []),
+    ('benchmarks.yu_funnel', ['funnel.md', 'funnel.png'], []),
+    ('benchmarks.monitor', ['monitor.md', 'monitor.png'], []),
+    # Tunes, then writes the tables with the tuned rate (one run for both).
+    ('benchmarks.yu_tables', ['yu_lr_sweep.md', 'yu_learning_rates.json',
+                              'yu_tables.md', 'yu_tables.png'],
+     ['--tune', 'corrected', '--metrics', 'RMSprop']),
+    ('benchmarks.regimes', ['regimes.md', 'regimes.png'], []),
+    ('benchmarks.panel', ['panel.md'], []),
+    ('benchmarks.cyclical', ['cyclical.md'], []),
+    ('benchmarks.quality', ['quality.md', 'quality_band.png'], []),
+    ('benchmarks.lecture_regression', ['lecture_regression.md',
+                                       'lecture_batch.png', 'lecture_tau.png'],
+     []),
+])
+def test_benchmark_quick_mode_writes_outputs(module, outputs, args, tmp_path,
+                                             monkeypatch):
+  monkeypatch.syspath_prepend(ROOT)
+  monkeypatch.chdir(ROOT)
+  monkeypatch.setattr(sys, 'argv', [module, '--quick', '--out',
+                                    str(tmp_path)] + args)
+  runpy.run_module(module, run_name='__main__', alter_sys=True)
+  for name in outputs:
+    path = tmp_path / name
+    smallest = 20 if name.endswith('.json') else 100  # JSON: one rate.
+    assert path.exists() and path.stat().st_size > smallest, name
+  if '--tune' in args:  # The corrected variant got its own rate.
+    with open(tmp_path / 'yu_learning_rates.json') as f:
+      assert 'RMSprop (corrected)' in json.load(f)['gaussian']

@@ -1,0 +1,136 @@
+"""What a `SampleCollector` reads of its run besides its samples: its monitor, the regime numbers, the members' reading, one verdict.
+
+The collector decides when to sample; a `CollectorReadings` runs the
+collector's monitor (``monitor=``: its own quiet `CollectorThermometer`,
+the user's `SamplerMonitor`, or none), reports the regime numbers each
+epoch, reads the members on ``training_data`` at the end of `fit`, and
+combines the three into the run's `tfp_adaptive.keras.fit_verdict.FitVerdict`.
+Everything it asks of the optimizer goes through the optimizer's
+statistics slot (`tfp_adaptive.keras.step_statistics`).
+
+- **The monitor.** The collector's own logs the whole model's reading per
+  epoch (``temperature_reading``) and judges it after burn-in, at
+  ``2·window``, ``4·window``, … epochs and at the end of `fit`, with one
+  warning per layer whose reading is off ``τ`` by more than the
+  tolerance, naming the factor to change the learning rate by. A run too
+  short to read (fewer than 500 steps or 10 epochs after burn-in) is not
+  judged; per step it costs two inner products over the weights. A
+  user's `SamplerMonitor` given as ``monitor=`` logs per layer as well.
+- **The regime numbers** (`tfp_adaptive.diagnostics.regime`) are logged
+  every epoch. The temperature judges the bias they predict; without a
+  monitor the collector warns once when an epoch after burn-in (and
+  after the first) is where they say the sampler is biased, naming the
+  parameter to change. A moving average too short for minibatch
+  gradients is warned about either way.
+- **The members' reading** on ``training_data``: both forms of the
+  temperature with exact gradients. The Laplacian form sees the heat of
+  the stiff directions that set the predictions, which the per-epoch
+  reading averages away; the mean force of each layer and the force along
+  the model's outputs at 64 of the rows read whether the members sit
+  where the posterior does. A ``drift_ratio`` warning waits for it, since
+  it sees the heat that ``drift_ratio`` only bounds (loosely, with
+  reshuffled minibatches): the warning is given at the end of `fit`
+  unless both forms lie wholly inside the band.
+"""
+
+import warnings
+
+import numpy as np
+
+from tfp_adaptive.diagnostics import temperature as temperature_lib
+from tfp_adaptive.keras import data_arrays
+from tfp_adaptive.keras import ensemble_temperature
+from tfp_adaptive.keras import fit_verdict
+from tfp_adaptive.keras import monitor as monitor_lib
+from tfp_adaptive.keras import optimizer_base
+from tfp_adaptive.keras import regime_sums
+
+__all__ = ['CollectorReadings']
+
+
+class CollectorReadings(object):
+  """A collector's monitor, regime report, members' reading and verdict, over the `fit`s it runs in.
+
+  Args:
+    monitor: ``True``, ``False`` or a `SamplerMonitor` (`SampleCollector`'s
+      ``monitor``).
+    training_data: the data the members are read on at the end of `fit`,
+      or `None`.
+  """
+
+  def __init__(self, monitor, training_data):
+    self.monitor = monitor
+    self.training_data = training_data
+    self.thermometer = None  # The monitor run in `fit`.
+    self.member_readings = None
+    self.verdict = None
+
+  @property
+  def live(self):
+    """The monitor's readings at the end of `fit` (empty without one)."""
+    return {} if self.thermometer is None else dict(self.thermometer.readings)
+
+  def begin(self, model, params, burnin_epochs, logs):
+    """At the start of `fit`, with a sampler optimizer."""
+    opt = model.optimizer
+    opt.statistics.track_regime(model)
+    opt.statistics.claim_members(self.training_data is not None,
+                                 int(np.asarray(opt.iterations)))
+    if self.monitor is False:
+      return
+    self.thermometer = (
+        self.monitor if self.monitor is not True else
+        monitor_lib.CollectorThermometer(burnin_epochs=burnin_epochs))
+    self.thermometer.drive_from_collector()
+    self.thermometer.set_model(model)
+    self.thermometer.set_params(params)
+    self.thermometer.on_train_begin(logs)
+
+  def epoch_begin(self, epoch, logs):
+    if self.thermometer is not None:
+      self.thermometer.on_epoch_begin(epoch, logs)
+
+  def batch_end(self, batch, logs):
+    if self.thermometer is not None:
+      self.thermometer.on_train_batch_end(batch, logs)
+
+  def epoch_end(self, model, params, epoch, logs, check):
+    """The monitor's epoch, then the regime numbers (judged when `check`)."""
+    if self.thermometer is not None:
+      self.thermometer.on_epoch_end(epoch, logs)
+    opt = model.optimizer
+    if isinstance(opt, optimizer_base.SamplerOptimizer) and (
+        opt.statistics.regime is not None):
+      opt.statistics.regime.report(
+          opt, epoch, logs, check=check,
+          stochastic=regime_sums.is_stochastic(params))
+
+  def end(self, model, ensemble, logs):
+    """At the end of `fit`: the monitor's last judgement, the members' reading (`ensemble`: a callable), the verdict."""
+    opt = model.optimizer
+    sampler = isinstance(opt, optimizer_base.SamplerOptimizer)
+    if sampler:
+      opt.statistics.members_read()
+    if self.thermometer is not None:
+      self.thermometer.on_train_end(logs)
+    if self.training_data is not None:
+      self._read_members(ensemble())
+      if sampler and opt.statistics.regime is not None:
+        opt.statistics.regime.settle_deferred(
+            self.member_readings, opt.temperature, temperature_lib.TOLERANCE)
+    if sampler:
+      self.verdict = fit_verdict.combine(
+          opt.statistics.regime, self.live.get('temperature'),
+          self.member_readings, opt.temperature)
+
+  def _read_members(self, ensemble):
+    """The members' temperatures in both forms on `training_data`, warned on by the kernels' rule."""
+    x, y = data_arrays.validation_arrays(self.training_data, 'training_data')
+    self.member_readings = None
+    try:
+      self.member_readings = ensemble_temperature.read_members(
+          ensemble, x, y,
+          who='SampleCollector (its members on `training_data`)')
+    except ValueError as e:  # Too few members a chain.
+      warnings.warn('SampleCollector: the members\' temperature was not '
+                    'read on `training_data`: %s' % e)

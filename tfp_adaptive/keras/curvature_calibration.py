@@ -1,0 +1,211 @@
+"""`CurvatureCalibration`: the learning rate that heats the stiffest direction by `heat`, from the curvature and the minibatch noise."""
+
+import numpy as np
+import tensorflow as tf
+import keras
+
+from tfp_adaptive import validation
+from tfp_adaptive.diagnostics import curvature as curvature_lib
+from tfp_adaptive.keras import data_arrays
+from tfp_adaptive.keras import ensemble_temperature
+from tfp_adaptive.keras import optimizer_base
+
+__all__ = ['CurvatureCalibration']
+
+
+class CurvatureCalibration(keras.callbacks.Callback):
+  """Sets the learning rate to ``4·heat/λ`` from the model's curvature and its minibatch noise.
+
+  ``λ`` is the largest eigenvalue of ``A + S/τ``: ``A = M^{1/2} H M^{1/2}``
+  the Hessian of the sampled energy ``U`` (``data_size`` times the loss,
+  its regularizers and the optimizer's default prior) in the optimizer's
+  metric ``M``, and ``S`` the covariance of the whitened minibatch gradient
+  of ``U`` at `fit`'s batch size. A Langevin step ``h`` samples the
+  direction of curvature ``a`` and gradient variance ``s`` at ``τ(1 +
+  h(a + s/τ)/4)`` (`tfp_adaptive.diagnostics.curvature`, eq. 1), so this learning
+  rate heats no direction by more than about `heat`. The drift-based
+  `StepSizeCalibration` weighs all directions alike and, at a mode where the
+  gradient is small, raises the step until the few stiff directions that
+  set the predictions run hot; this rule reads those directions.
+
+  It is read where the chain is: when `fit` begins (for an adaptive metric
+  such as PSGLD's, once the metric has seen the gradients: at the end of
+  the optimizer's noise-free `burnin`, or of the first step) and at the end
+  of each of the first `epochs` epochs that end after that, after which
+  the learning rate stays fixed. A reading never raises the rate that an
+  earlier one set: the chain visits the places read, and the stiffest of
+  them bounds the step. Start it at a mode, for instance
+  after training the same model briefly with Adam (the Keras guide's
+  recipe): far from one, the curvature changes as the chain moves. Keep the
+  calibration epochs inside the collector's burn-in.
+
+  Each reading takes ``batches`` gradients of size ``B`` (``B`` from
+  `fit`'s steps per epoch) and ``2·iterations`` passes over at most
+  `rows` examples (the Hessian-vector products of the power iteration).
+
+  Args:
+    training_data: ``(x, y)`` or a `tf.data.Dataset` of ``(x, y)``, the
+      data `fit` trains on (a callback sees no data).
+    heat: in (0, 1), the largest excess temperature allowed, relative to
+      ``τ``. Default 0.1, the tolerance of the temperature readings.
+    epochs: int >= 0, epochs after which the rate is read again.
+    batches: int >= 2, minibatch gradients for the noise covariance.
+    iterations: int >= 1, power iterations.
+    rows: int >= 1, examples of the Hessian-vector products (a random
+      subset when there are more).
+    seed: int, the seed of the subsets, batches and starting vector.
+
+  Attributes:
+    history: one ``(learning_rate, eigenvalue)`` per reading (the rate
+      set, the eigenvalue read).
+
+  Raises:
+    TypeError: at `fit`, for an optimizer that is not one of
+      `tfp_adaptive.keras.optimizers`, or a learning-rate schedule.
+    ValueError: at `fit`, for a sampler with momentum (SGHMC, SGNHT,
+      Adam-SGLD, a friction): the rule is derived for Langevin steps.
+
+  Example:
+    >>> model.compile(keras.optimizers.Adam(1e-3), loss=loss)
+    >>> model.fit(x, y, epochs=20)                     # reach a mode
+    >>> model.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=len(x)),
+    ...               loss=loss)
+    >>> collector = tfa.keras.SampleCollector(burnin=3, unit='epoch')
+    >>> model.fit(x, y, epochs=40, callbacks=[
+    ...     tfa.keras.CurvatureCalibration((x, y), epochs=2), collector])
+  """
+
+  def __init__(self, training_data, heat=0.1, epochs=2, batches=16,
+               iterations=20, rows=2048, seed=0):
+    super().__init__()
+    if training_data is None:
+      raise TypeError('`training_data` must be (x, y) or a tf.data.Dataset '
+                      'of (x, y). Received: None')
+    self.training_data = data_arrays.check_validation_data(training_data,
+                                                            'training_data')
+    self.heat = validation.check_number('heat', heat, low=0., high=1.,
+                                        low_open=True, high_open=True)
+    self.epochs = validation.check_int('epochs', epochs, low=0)
+    self.batches = validation.check_int('batches', batches, low=2)
+    self.iterations = validation.check_int('iterations', iterations, low=1)
+    self.rows = validation.check_int('rows', rows, low=1)
+    self.seed = validation.check_seed('seed', seed)
+    self.history = []
+    self._arrays = None
+
+  def on_train_begin(self, logs=None):
+    opt = optimizer_base.constant_rate_sampler_of(self.model,
+                                                  'CurvatureCalibration')
+    if opt.algorithm.has_momentum:
+      raise ValueError(
+          'CurvatureCalibration sets the step of Langevin samplers; %s has '
+          'momentum (its heat per step differs). Use a sampler without '
+          'momentum (friction=None), or StepSizeCalibration.'
+          % type(opt).__name__)
+    if self._arrays is None:
+      self._arrays = data_arrays.validation_arrays(self.training_data,
+                                                    'training_data')
+    opt.build(self.model.trainable_variables)
+    # Traced once a `fit`: the minibatch gradient and ``v -> H v`` of U.
+    self._gradient = _energy_gradient(self.model, opt)
+    self._hessian = _hessian_product(self.model, opt)
+    # An adaptive metric is read once it has seen the gradients: after the
+    # optimizer's noise-free burn-in (or its first step).
+    self._pending_after, self._epoch_reads = None, 0
+    if opt.algorithm.preconditioner.is_adaptive:
+      self._pending_after = max(opt.burnin, int(opt.iterations) + 1)
+    else:
+      self._read(opt, len(self.history))
+
+  def on_train_batch_end(self, batch, logs=None):
+    if (self._pending_after is not None and
+        int(self.model.optimizer.iterations) >= self._pending_after):
+      self._pending_after = None
+      self._read(self.model.optimizer, len(self.history))
+
+  def on_epoch_end(self, epoch, logs=None):
+    if self._pending_after is None and self._epoch_reads < self.epochs:
+      self._epoch_reads += 1
+      self._read(self.model.optimizer, len(self.history))
+    if logs is not None and self.history:
+      logs['learning_rate'] = self.history[-1][0]
+
+  def _read(self, opt, salt):
+    x, y = self._arrays
+    n = len(tf.nest.flatten(x)[0])
+    steps = (self.params or {}).get('steps')
+    batch = 32 if not steps else int(np.ceil(n / int(np.asarray(steps))))
+    rng = np.random.default_rng([self.seed, salt])
+    pstate, _ = opt.sampler_state()
+    whiten = lambda vs: opt.algorithm.preconditioner.apply_sqrt(pstate, vs, 0)
+
+    def take(count):
+      rows = np.sort(rng.choice(n, min(count, n), replace=False))
+      return (tf.nest.map_structure(lambda a: tf.constant(a[rows]), x),
+              tf.constant(y[rows]))
+    draws = [whiten(self._gradient(*take(batch)))
+             for _ in range(self.batches)]
+    mean = [tf.add_n(list(d)) / len(draws) for d in zip(*draws)]
+    noise = curvature_lib.noise_covariance_product(
+        [[a - m for a, m in zip(d, mean)] for d in draws])
+    tau = opt.temperature
+    xs, ys = take(self.rows)
+
+    def operator(vector):
+      curv = whiten(self._hessian(xs, ys, whiten(vector)))
+      return [c + s / tau for c, s in zip(curv, noise(vector))]
+    start = [tf.constant(rng.normal(size=v.shape), v.dtype)
+             for v in mean]
+    value, _ = curvature_lib.top_eigenvalue(operator, start, self.iterations)
+    value = float(value)
+    if not np.isfinite(value) or value <= 0.:
+      raise ValueError(
+          'CurvatureCalibration read a largest curvature of %r: the energy '
+          'is not convex near the weights (start at a mode, e.g. after a '
+          'few epochs of Adam) or not finite.' % value)
+    lr = float(curvature_lib.step_for_heat(value, self.heat))
+    if self.history:  # The stiffest place read so far bounds the step.
+      lr = min(lr, self.history[-1][0])
+    opt.learning_rate = lr
+    self.history.append((lr, value))
+
+
+def _parts(model):
+  return [optimizer_base.backing_variable(v)
+          for v in model.trainable_variables]
+
+
+def _energy(model, opt, parts, x, y):
+  """``U`` estimated from the batch: ``data_size·(loss + prior/N)``."""
+  return ensemble_temperature.batch_energy(model, opt, parts, x, y,
+                                           float(opt.data_size))
+
+
+def _energy_gradient(model, opt):
+  parts = _parts(model)
+
+  @tf.function(autograph=False, reduce_retracing=True)
+  def gradient(x, y):
+    with tf.GradientTape() as tape:
+      u = _energy(model, opt, parts, x, y)
+    return [tf.zeros_like(p) if g is None else g
+            for g, p in zip(tape.gradient(u, parts), parts)]
+  return gradient
+
+
+def _hessian_product(model, opt):
+  """``(x, y, v) -> H v``, the Hessian of ``U`` on the batch ``(x, y)`` at the weights."""
+  parts = _parts(model)
+
+  @tf.function(autograph=False, reduce_retracing=True)
+  def product(x, y, vector):
+    with tf.GradientTape() as outer:
+      with tf.GradientTape() as inner:
+        u = _energy(model, opt, parts, x, y)
+      grads = inner.gradient(u, parts)
+      grads = [tf.zeros_like(p) if g is None else g
+               for g, p in zip(grads, parts)]
+      along = tf.add_n([tf.reduce_sum(g * v) for g, v in zip(grads, vector)])
+    out = outer.gradient(along, parts)
+    return [tf.zeros_like(p) if h is None else h for h, p in zip(out, parts)]
+  return product

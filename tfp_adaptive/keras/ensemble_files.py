@@ -1,0 +1,237 @@
+"""An ensemble on disk: `BayesianEnsemble.save` and `BayesianEnsemble.load`.
+
+A directory holds ``model.json``, one file per member and a manifest that
+lists them with their sizes and SHA-256 (`tfp_adaptive.keras.sample_store`).
+`load` reads a directory that a run may be writing at the same time (a
+`SampleCollector(directory=...)` of a live `fit`) and sees one committed
+manifest, read again if it changes while the files are read.
+"""
+
+import json
+import os
+import time
+import warnings
+
+import keras
+
+from tfp_adaptive.keras import members as members_lib
+from tfp_adaptive.keras import sample_files
+from tfp_adaptive.keras import sample_store
+
+__all__ = ['READ_ATTEMPTS', 'load', 'save']
+
+
+def save(ensemble, directory):
+  """Writes the members, ``model.json`` and a verified manifest to `directory`.
+
+  The directory must be new or empty of samples; `load` reads it back.
+  An ensemble of several chains (`combine`, or `load` of several sample
+  directories) writes one subdirectory per chain, ``chain_0``,
+  ``chain_1``, … (zero-padded to sort in order), as `load` reads them.
+  """
+  chains = ensemble.chains
+  if len(chains) > 1:
+    if os.path.exists(os.path.join(directory, sample_store.MANIFEST)):
+      raise ValueError('%s already holds samples; save into a new '
+                       'directory.' % directory)
+    width = len(str(len(chains) - 1))
+    for k, chain in enumerate(chains):
+      type(ensemble)(ensemble.model, [m._replace(chain=0)
+                                      for m in ensemble.members
+                                      if m.chain == chain],
+                     likelihood=ensemble.likelihood,
+                     weighting=ensemble.weighting).save(
+                         os.path.join(directory, 'chain_%0*d' % (width, k)))
+    return
+  store = sample_store.SampleStore(directory)
+  store.acquire()
+  try:
+    if store.read_manifest() is not None:
+      raise ValueError('%s already holds samples; save into a new '
+                       'directory.' % directory)
+    store.claim()
+    config = keras.saving.serialize_keras_object(ensemble.model)
+    sample_files.atomic_write(store.path('model.json'),
+                              lambda f: json.dump(config, f), binary=False)
+    names = [v.path for v in ensemble.model.weights]
+    entries = [store.write_arrays(
+        sample_store.sample_name(m.step), members_lib.member_values(m),
+        {'names': names, 'step': m.step, 'learning_rate': m.learning_rate},
+        step=int(m.step), learning_rate=m.learning_rate)
+               for m in ensemble.members]
+    store.commit({'samples': entries,
+                  'members': [e['file'] for e in entries],
+                  'likelihood': ensemble.likelihood.get_config(),
+                  'weighting': ensemble.weighting})
+  finally:
+    store.release()
+
+
+def load(cls, directory, model=None, repair=False):
+  """Reads an ensemble (of class `cls`) saved by `save` or streamed by `SampleCollector(directory=...)`.
+
+  `directory` is one sample directory, or a directory whose
+  subdirectories (e.g. ``chain_0``, ``chain_1``, one run each) are sample
+  directories: their members are loaded together, each with its chain
+  index (`Member.chain`, in sorted subdirectory order).
+
+  Every member file is checked against the manifest's size and SHA-256
+  and against the model's variables (number and shapes).
+
+  Args:
+    directory: as above.
+    model: optional model to load into (e.g. a subclassed model, built or
+      not); by default it is rebuilt from ``model.json`` in Keras' safe
+      mode.
+    repair: keep the intact members and warn about the damaged ones,
+      instead of raising; and take in the sample files of our naming
+      pattern that the manifest does not list as members (another run's,
+      copied in, or dropped from an edited manifest) when they read
+      whole and fit the model. Without it such files are left out, with
+      a warning naming each.
+
+  Raises:
+    tfp_adaptive.keras.SampleFileError: a manifest is damaged, or a
+      member file is missing, truncated or altered (unless `repair`).
+    ValueError: a member does not fit the model (the first variable
+      whose shape differs is named).
+  """
+  directories = _sample_directories(directory)
+  first = sample_store.SampleStore(directories[0])
+  manifest = first.read_manifest()
+  if model is None:
+    model = keras.saving.deserialize_keras_object(
+        _read_json(first.path('model.json')), safe_mode=True)
+  members, dropped = [], []
+  for chain, path in enumerate(directories):
+    store = sample_store.SampleStore(path)
+    found, kept, lost = _read_consistently(store, model, chain, repair)
+    manifest = manifest if chain else found
+    members += kept
+    dropped += lost
+  if dropped:
+    warnings.warn('BayesianEnsemble.load(repair=True) dropped %d damaged '
+                  'member(s) and kept %d:\n  %s'
+                  % (len(dropped), len(members), '\n  '.join(dropped)))
+  if not members:
+    raise sample_files.SampleFileError('%s holds no intact members.'
+                                       % directory)
+  return cls(model, members, likelihood=manifest.get('likelihood'),
+             weighting=manifest.get('weighting', 'uniform'))
+
+
+READ_ATTEMPTS = 20  # Reads of a directory whose manifest keeps changing.
+
+
+def _read_consistently(store, model, chain, repair):
+  """``(manifest, members, dropped)`` of one committed manifest of `store`.
+
+  A run that writes the directory may commit a new manifest and delete an
+  evicted file between our reading the manifest and the file. Then the
+  manifest has changed, and the directory is read again from the new one,
+  up to `READ_ATTEMPTS` times. A file that is missing or altered while
+  the manifest stays the same is damage (`SampleFileError`). While a run
+  holds the directory, the members' weights are kept in memory (the run
+  may delete their files at any time), and files the manifest does not
+  list are not reported (the run writes each file before listing it).
+  """
+  live = store.is_live()
+  for _ in range(READ_ATTEMPTS):
+    manifest = store.read_manifest()
+    if manifest is None:
+      raise sample_files.SampleFileError('%s holds no manifest (no samples '
+                                         'committed yet).' % store.directory)
+    try:
+      members, dropped = _read_members(store, manifest, model, chain, repair,
+                                       keep_weights=live)
+    except sample_files.SampleFileError:
+      if store.read_manifest() == manifest:
+        raise
+      time.sleep(0.01)
+      continue
+    if dropped and store.read_manifest() != manifest:
+      continue  # A file went missing because the run moved on: read again.
+    return manifest, members, dropped
+  raise sample_files.SampleFileError(
+      '%s is being written: its manifest changed %d times while it was read. '
+      'Load it again, or wait for the run to finish.'
+      % (store.directory, READ_ATTEMPTS))
+
+
+def _read_members(store, manifest, model, chain, repair, keep_weights):
+  """The members `manifest` lists (verified), then the unlisted sample files."""
+  entries = {e['file']: e for e in manifest['samples']}
+  members, dropped = [], []
+  for name in manifest['members']:
+    try:
+      file = store.verify(entries[name])
+      values, _ = sample_files.read_arrays(file)
+    except sample_files.SampleFileError as e:
+      if not repair:
+        raise
+      dropped.append(str(e))
+      continue
+    if model.weights:
+      members_lib.check_structure(model, values, file)
+    e = entries[name]
+    members.append(members_lib.Member(
+        e['step'], e.get('learning_rate', 1.),
+        values if keep_weights else None, file, chain, e.get('cycle')))
+  if not keep_weights:  # A live run's next sample may not be listed yet.
+    members += _unlisted_members(store, manifest, model, chain, repair)
+  return members, dropped
+
+
+def _unlisted_members(store, manifest, model, chain, repair):
+  """Sample files `manifest` does not hold as members: warned about, or taken in with `repair`."""
+  found = store.unlisted_samples(manifest)
+  taken, left = [], []
+  for name, why in found.items():
+    path = store.path(name)
+    if repair:
+      try:
+        values, meta = sample_files.read_arrays(path)
+        if model.weights:
+          members_lib.check_structure(model, values, path)
+        taken.append(members_lib.Member(
+            int(meta['step']), meta.get('learning_rate', 1.), None, path,
+            chain, meta.get('cycle')))
+        continue
+      except (sample_files.SampleFileError, ValueError, KeyError) as e:
+        why += '; not taken in: %s' % e
+    left.append('%s (%s)' % (name, why))
+  if taken:
+    warnings.warn('BayesianEnsemble.load(repair=True) took in %d sample '
+                  'file(s) of %s that its manifest does not hold as members: '
+                  '%s' % (len(taken), store.directory,
+                          ', '.join(os.path.basename(m.path) for m in taken)))
+  if left:
+    warnings.warn('BayesianEnsemble.load: %s holds sample file(s) that are '
+                  'not members: %s. Pass repair=True to take in those that '
+                  'read whole and fit the model.'
+                  % (store.directory, '; '.join(left)))
+  return taken
+
+
+def _sample_directories(directory):
+  """`directory` if it holds a manifest, else its subdirectories that do."""
+  if os.path.exists(os.path.join(directory, sample_store.MANIFEST)):
+    return [directory]
+  if not os.path.isdir(directory):
+    raise sample_files.SampleFileError('%s is not a directory.' % directory)
+  subs = sorted(os.path.join(directory, d) for d in os.listdir(directory)
+                if os.path.exists(os.path.join(directory, d,
+                                               sample_store.MANIFEST)))
+  if not subs:
+    raise sample_files.SampleFileError(
+        '%s holds no manifest (%s), neither itself nor in a subdirectory.'
+        % (directory, sample_store.MANIFEST))
+  return subs
+
+
+def _read_json(path):
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError) as e:
+    raise sample_files.SampleFileError('Cannot read %s (%s).' % (path, e)) from None

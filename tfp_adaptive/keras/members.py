@@ -1,0 +1,76 @@
+"""A posterior sample of a Keras model's weights (`Member`), and loading it into the model.
+
+A member's weights are a list in the order of ``model.weights``, which is
+fixed by the model's structure; they are matched to the model by position
+and shape, never by Keras' automatic variable names.
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+
+from tfp_adaptive import validation
+from tfp_adaptive.keras import sample_files
+
+__all__ = ['Member', 'PREDICT_ROWS', 'assign_weights', 'check_structure',
+           'member_values', 'outputs']
+
+# One posterior sample: the step it was taken at, the learning rate then,
+# either its weights (a list in `model.weights` order) or the file holding
+# them, the index of the chain (sample directory) it came from, and the
+# cycle of a cyclical schedule it was taken in (`None` without one).
+Member = collections.namedtuple('Member', ['step', 'learning_rate', 'weights',
+                                           'path', 'chain', 'cycle'],
+                                defaults=[0, None])
+
+
+PREDICT_ROWS = 1024  # Rows per compiled call when `batch_size` is not given.
+
+
+def outputs(model, x, batch_size=None):
+  """The raw outputs of `model` on the arrays `x`, in compiled calls of `batch_size` rows.
+
+  `keras.Model.predict` sets up a data pipeline and its callbacks on every
+  call, which costs far more than the forward pass of a small model, and an
+  ensemble calls it once per member. Here each call is one compiled
+  forward pass (`keras.Model.predict_on_batch`) on `batch_size` rows
+  (default `PREDICT_ROWS`), in inference mode as `predict` runs it.
+  """
+  rows = (PREDICT_ROWS if batch_size is None else
+          validation.check_int('batch_size', batch_size))
+  n = len(tf.nest.flatten(x)[0])
+  parts = [model.predict_on_batch(
+      tf.nest.map_structure(lambda a, i=i: a[i:i + rows], x))
+           for i in range(0, n, rows)]
+  return tf.nest.map_structure(lambda *a: np.concatenate(a, 0), *parts)
+
+
+def member_values(member):
+  """The member's weights as a list in ``model.weights`` order."""
+  if member.weights is not None:
+    return member.weights
+  return sample_files.read_arrays(member.path)[0]
+
+
+def check_structure(model, values, where='a member'):
+  """Raises `ValueError` unless `values` fit ``model.weights`` (count, shapes)."""
+  variables = model.weights
+  if len(values) != len(variables):
+    raise ValueError(
+        '%s holds %d arrays but the model has %d variables: it was collected '
+        'from a different architecture.' % (where, len(values),
+                                            len(variables)))
+  for v, a in zip(variables, values):
+    if tuple(v.shape) != tuple(np.shape(a)):
+      raise ValueError(
+          '%s does not fit the model: variable %r has shape %s, the sample '
+          '%s. It was collected from a different architecture.'
+          % (where, v.path, tuple(v.shape), tuple(np.shape(a))))
+
+
+def assign_weights(model, values):
+  """Assigns `values` (``model.weights`` order) after checking the structure."""
+  check_structure(model, values)
+  for v, a in zip(model.weights, values):
+    v.assign(a)
