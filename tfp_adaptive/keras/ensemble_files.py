@@ -22,13 +22,7 @@ __all__ = ['READ_ATTEMPTS', 'load', 'save']
 
 
 def save(ensemble, directory):
-  """Writes the members, ``model.json`` and a verified manifest to `directory`.
-
-  The directory must be new or empty of samples; `load` reads it back.
-  An ensemble of several chains (`combine`, or `load` of several sample
-  directories) writes one subdirectory per chain, ``chain_0``,
-  ``chain_1``, … (zero-padded to sort in order), as `load` reads them.
-  """
+  """Writes `ensemble` to `directory`: `BayesianEnsemble.save`, which documents it."""
   chains = ensemble.chains
   if len(chains) > 1:
     if os.path.exists(os.path.join(directory, sample_store.MANIFEST)):
@@ -68,34 +62,7 @@ def save(ensemble, directory):
 
 
 def load(cls, directory, model=None, repair=False):
-  """Reads an ensemble (of class `cls`) saved by `save` or streamed by `SampleCollector(directory=...)`.
-
-  `directory` is one sample directory, or a directory whose
-  subdirectories (e.g. ``chain_0``, ``chain_1``, one run each) are sample
-  directories: their members are loaded together, each with its chain
-  index (`Member.chain`, in sorted subdirectory order).
-
-  Every member file is checked against the manifest's size and SHA-256
-  and against the model's variables (number and shapes).
-
-  Args:
-    directory: as above.
-    model: optional model to load into (e.g. a subclassed model, built or
-      not); by default it is rebuilt from ``model.json`` in Keras' safe
-      mode.
-    repair: keep the intact members and warn about the damaged ones,
-      instead of raising; and take in the sample files of our naming
-      pattern that the manifest does not list as members (another run's,
-      copied in, or dropped from an edited manifest) when they read
-      whole and fit the model. Without it such files are left out, with
-      a warning naming each.
-
-  Raises:
-    tfp_adaptive.keras.SampleFileError: a manifest is damaged, or a
-      member file is missing, truncated or altered (unless `repair`).
-    ValueError: a member does not fit the model (the first variable
-      whose shape differs is named).
-  """
+  """An ensemble of class `cls` read from `directory`: `BayesianEnsemble.load`, which documents it."""
   directories = _sample_directories(directory)
   first = sample_store.SampleStore(directories[0])
   manifest = first.read_manifest()

@@ -236,6 +236,16 @@ class SamplerOptimizer(default_prior.DefaultPrior,
     """True if `seed` was passed, False if it was drawn by this process."""
     return self._seed_given
 
+  def adopt_seed(self, seed):
+    """Continues a recorded run's random stream: takes `seed` unless one was passed.
+
+    Each process draws its own default seed; a resumed run takes the one
+    the run recorded (`SampleCollector.restore`). An explicit seed is kept
+    (a mismatch is refused by the run's identity check).
+    """
+    if not self._seed_given:
+      self.seed = int(seed)
+
   def _agree_on_seed(self):
     """Under `MultiWorkerMirroredStrategy`, every worker takes the chief's seed.
 
@@ -459,8 +469,9 @@ class SamplerOptimizer(default_prior.DefaultPrior,
           'Non-finite gradient, Γ or weights in %s at iteration' % self.name,
           step, '; lower the learning rate or check the model.'])]):
         ok = tf.identity(ok)
-    self.statistics.accumulate(parts, target_grads, out[2], out[3],
-                               learning_rate, ok, index)
+    if self.statistics.wants_ratios:
+      self.statistics.accumulate(parts, target_grads, out[2], out[3],
+                                 learning_rate, ok, index)
 
     # Commit or keep everything: a select fuses into the update's own pass
     # under XLA, where a `tf.cond` around the assignments copied the weights.

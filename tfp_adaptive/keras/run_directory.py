@@ -229,12 +229,11 @@ def _adopt_seed(optimizer, identity):
   explicit seed that differs is left to `check_identity`, which refuses.
   """
   inner = getattr(optimizer, 'inner_optimizer', optimizer)
-  if not isinstance(inner, optimizer_base.SamplerOptimizer) or (
-      inner.seed_given):
+  if not isinstance(inner, optimizer_base.SamplerOptimizer):
     return
   (_, config), = identity['optimizer'].items()
   if isinstance(config.get('seed'), int):
-    inner.seed = config['seed']
+    inner.adopt_seed(config['seed'])
 
 
 def _check_replay(store, manifest, meta):
