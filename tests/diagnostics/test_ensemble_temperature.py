@@ -44,7 +44,7 @@ def _fit(h, steps, stiff=10., seed=0, training_data=False):
   model.compile(tfa.keras.optimizers.SGLD(h, data_size=N), loss='mse',
                 steps_per_execution=10)
   collector = tfa.keras.SampleCollector(
-      burnin=steps // 4, check_temperature=False,
+      burnin=steps // 4, monitor=False,
       training_data=(x, y) if training_data else None)
   dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(N).repeat()
   model.fit(dataset, epochs=steps // 500, steps_per_epoch=500, verbose=0,
@@ -193,7 +193,7 @@ def test_subclassed_model_and_datasets_read_per_layer():
                 loss=keras.losses.SparseCategoricalCrossentropy(
                     from_logits=True))
   collector = tfa.keras.SampleCollector(burnin=10, unit='epoch',
-                                        check_temperature=False,
+                                        monitor=False,
                                         training_data=data)
   with warnings.catch_warnings():
     warnings.simplefilter('ignore')  # A 40-epoch run: told it has not settled.
@@ -292,7 +292,7 @@ def test_outputs_of_a_model_with_batch_norm_and_dropout_are_read_in_inference():
                 loss=keras.losses.SparseCategoricalCrossentropy(
                     from_logits=True))
   collector = tfa.keras.SampleCollector(burnin=5, unit='epoch',
-                                        check_temperature=False)
+                                        monitor=False)
   model.fit(x, y, batch_size=50, epochs=9, verbose=0, callbacks=[collector])
   readings = [collector.ensemble.check_temperature(
       x, y, warn=False, prediction_inputs=x[:16])['predictions']

@@ -180,7 +180,7 @@ def test_collector_logs_the_numbers_and_warns_naming_the_learning_rate():
     warnings.simplefilter('always')
     history = model.fit(x, y, batch_size=20, epochs=4, verbose=0,
                         callbacks=[tfa.keras.SampleCollector(
-                            check_temperature=False)])
+                            monitor=False)])
   assert set(history.history) >= {'drift_ratio', 'gamma_ratio', 'lag'}
   messages = [str(w.message) for w in caught if 'drift_ratio' in str(w.message)]
   assert len(messages) == 1 and '`learning_rate`' in messages[0], messages
@@ -301,7 +301,7 @@ def _hot_run_read_on_its_members():
   model.compile(tfa.keras.optimizers.SGLD(2e-3, data_size=200, seed=0),
                 'mse', jit_compile=True)
   return model, x, y, tfa.keras.SampleCollector(
-      burnin=20, check_temperature=False, training_data=(x, y))
+      burnin=20, monitor=False, training_data=(x, y))
 
 
 @pytest.mark.slow

@@ -36,7 +36,7 @@ def _chain(seed, x, y, hidden=8, epochs=6):
   model.compile(tfa.keras.optimizers.SGLD(1e-4, data_size=len(x), seed=seed),
                 keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   collector = tfa.keras.SampleCollector(burnin=2, unit='epoch',
-                                        check_temperature=False)
+                                        monitor=False)
   model.fit(x, y, batch_size=50, epochs=epochs, verbose=0,
             callbacks=[collector])
   return collector.ensemble

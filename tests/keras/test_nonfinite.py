@@ -8,6 +8,7 @@ import tensorflow as tf
 import keras
 
 import tfp_adaptive as tfa
+from tfp_adaptive.keras import fit_checks
 
 
 def _half_normal(x):
@@ -123,10 +124,11 @@ def test_an_epoch_collector_counts_per_epoch_and_does_nothing_per_batch(
   per epoch, not after every batch; the skipped steps are still counted,
   logged and warned about."""
   counts = []
-  original = tfa.keras.SampleCollector._check_nonfinite  # pylint: disable=protected-access
-  monkeypatch.setattr(tfa.keras.SampleCollector, '_check_nonfinite',
-                      lambda self, steps: counts.append(steps) or
-                      original(self, steps))
+  count = fit_checks.NonfiniteCount
+  original = count.check
+  monkeypatch.setattr(count, 'check',
+                      lambda self, opt, steps, policy: counts.append(steps) or
+                      original(self, opt, steps, policy))
   x, y = _poisoned()
   model = _model()
   collector = tfa.keras.SampleCollector(

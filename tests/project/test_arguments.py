@@ -121,7 +121,7 @@ COLLECTOR = [(tfa.keras.SampleCollector, {}, name, bad) for name, bad in [
     ('noise_variance', [v for v in POSITIVE if v is not None]), ('weighting', ['lr', None]),
     ('nonfinite', ['ignore', None]), ('validation_data', [1, (1, 2, 3)]),
     ('training_data', [1, (1, 2, 3)]), ('stuck_steps', COUNT),
-    ('seed', SEED)]]
+    ('seed', SEED), ('monitor', ['yes', 1, None])]]
 # The same without a likelihood: checked at construction, not at `fit`.
 COLLECTOR += [(tfa.keras.SampleCollector, {}, 'from_logits_alone', BOOL[:-1]),
               (tfa.keras.SampleCollector, {}, 'noise_variance_alone',

@@ -1,0 +1,63 @@
+"""The collector's one verdict at the end of `fit`, and the arguments that changed their names."""
+
+import types
+import warnings
+
+import numpy as np
+import pytest
+
+import tfp_adaptive as tfa
+from tfp_adaptive.diagnostics import temperature as temperature_lib
+from tfp_adaptive.keras import fit_verdict
+
+
+def _reading(value, se=0.01, n=4000):
+  """A settled `Reading` of `value` from ``n`` draws of about `se` error."""
+  rng = np.random.default_rng(0)
+  draws = value + se * np.sqrt(n) * rng.standard_normal(n)
+  draws += value - draws.mean()
+  return temperature_lib.read(draws, 1)
+
+
+def _regime(checked=True, outside=False):
+  return types.SimpleNamespace(checked=checked, outside=outside)
+
+
+def test_the_members_reading_decides_over_the_regime_numbers():
+  good, hot = _reading(1.), _reading(1.5)
+  members_good = {'overall': good, 'laplacian': good}
+  members_hot = {'overall': good, 'laplacian': hot}
+  assert fit_verdict.combine(_regime(outside=True), None, members_good,
+                             1.).verdict == 'accurate'
+  verdict = fit_verdict.combine(_regime(), good, members_hot, 1.)
+  assert verdict == ('hot', 'inside', 'accurate', 'hot'), verdict
+
+
+def test_the_live_reading_and_the_regime_without_members():
+  good, cold = _reading(1.), _reading(0.6)
+  assert fit_verdict.combine(_regime(), cold, None, 1.).verdict == 'cold'
+  assert fit_verdict.combine(_regime(outside=True), good, None,
+                             1.).verdict == 'outside the regime'
+  assert fit_verdict.combine(_regime(), good, None, 1.).verdict == 'accurate'
+  assert fit_verdict.combine(_regime(checked=False), None, None,
+                             1.) == ('unread', None, None, None)
+  for word in fit_verdict.VERDICTS:
+    assert isinstance(word, str)
+
+
+def test_the_old_words_of_the_collector_still_work_with_a_deprecation():
+  with pytest.warns(DeprecationWarning, match='monitor=False'):
+    collector = tfa.keras.SampleCollector(check_temperature=False)
+  assert collector.monitor is False
+  with pytest.warns(DeprecationWarning, match="'reject'"):
+    collector = tfa.keras.SampleCollector(nonfinite='skip')
+  assert collector.nonfinite == 'reject'
+  with warnings.catch_warnings():
+    warnings.simplefilter('error')
+    tfa.keras.SampleCollector(monitor=tfa.keras.SamplerMonitor())
+
+
+@pytest.mark.parametrize('bad', ['yes', 1, None])
+def test_monitor_must_be_a_bool_or_a_monitor(bad):
+  with pytest.raises(TypeError, match='monitor'):
+    tfa.keras.SampleCollector(monitor=bad)
