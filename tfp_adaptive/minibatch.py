@@ -1,10 +1,45 @@
 """Stochastic log-posteriors û(θ) = (N/m) Σ_batch log p(y|x,θ) + log p(θ) from in-memory data."""
 
+import contextlib
+import threading
+
 import tensorflow as tf
 
 from tfp_adaptive import validation
 
-__all__ = ['MinibatchLogProb', 'minibatch_log_prob']
+__all__ = ['MinibatchLogProb', 'minibatch_log_prob', 'step_seed']
+
+# The batch seeds of the kernel steps being traced, innermost last (per
+# thread): `step_seed`.
+_STEP_SEEDS = threading.local()
+
+
+@contextlib.contextmanager
+def step_seed(seed):
+  """While a kernel step is traced, the seed a `MinibatchLogProb` called without one takes.
+
+  A wrapper that passes the kernel a target of its own, as
+  `tfp.mcmc.TransformedTransitionKernel` does (the target of the
+  transformed state, which calls ours without the seed), would otherwise
+  make every step evaluate all the data. The kernels of `tfp_adaptive.mcmc`
+  trace each step inside this context, so such a step still draws its
+  minibatch from the step's seed; outside a step (a wrapper's
+  `bootstrap_results`, `tfp_adaptive.mcmc.check_temperature`) a call
+  without a seed still reads all the data.
+  """
+  stack = getattr(_STEP_SEEDS, 'stack', None)
+  if stack is None:
+    stack = _STEP_SEEDS.stack = []
+  stack.append(seed)
+  try:
+    yield
+  finally:
+    stack.pop()
+
+
+def _current_step_seed():
+  stack = getattr(_STEP_SEEDS, 'stack', None)
+  return stack[-1] if stack else None
 
 
 class MinibatchLogProb(object):
@@ -61,8 +96,12 @@ class MinibatchLogProb(object):
     """``û(θ)`` on the seed's minibatch (all data without a seed).
 
     ``rows=k`` keeps the minibatch's first ``k`` examples, scaled by ``N/k``.
+    Called without a seed inside a kernel step (through a wrapper's target,
+    `step_seed`), it takes the step's seed.
     """
     parts = list(parts)
+    if seed is None:
+      seed = _current_step_seed()
     if seed is None:
       batch = self.data
       scale = 1.

@@ -5,6 +5,7 @@ import collections
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_adaptive import minibatch
 from tfp_adaptive import schedules
 from tfp_adaptive import validation
 from tfp_adaptive import vocabulary
@@ -63,8 +64,21 @@ def sampler_in(kernel):
 
 
 def as_list(state):
-  """The parts of a state: a list of it if it is a list or tuple, else ``[state]``."""
-  return list(state) if isinstance(state, (list, tuple)) else [state]
+  """The parts of a state, flat: a tensor, or any nest TFP's kernels take (list, tuple, namedtuple, `StructTuple`, dict)."""
+  return tf.nest.flatten(state)
+
+
+def call_target(fn, parts, structure, **kwargs):
+  """``fn`` at the state whose flat parts are `parts`, called as TFP's kernels call a target.
+
+  The state is rebuilt in the nest of `structure`; a list or tuple
+  (namedtuples and `StructTuple` included) is passed as ``fn(*state)``,
+  anything else (a tensor, a dict) as ``fn(state)``.
+  """
+  state = tf.nest.pack_sequence_as(structure, list(parts))
+  if isinstance(state, (list, tuple)):
+    return fn(*state, **kwargs)
+  return fn(state, **kwargs)
 
 
 def _norm(vectors, like, batch_ndims):
@@ -77,7 +91,8 @@ def _norm(vectors, like, batch_ndims):
 
 
 def _like(parts, state):
-  return type(state)(parts) if isinstance(state, (list, tuple)) else parts[0]
+  """`parts` in the nest of `state` (its namedtuple or dict type kept)."""
+  return tf.nest.pack_sequence_as(state, list(parts))
 
 
 class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
@@ -142,19 +157,20 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
     return type(self)(**params)
 
   # -- helpers --------------------------------------------------------------
-  def _log_prob(self, parts, seed):
+  def _log_prob(self, parts, seed, structure):
+    """The target at the flat `parts` of a state shaped as `structure`."""
     fn = self.target_log_prob_fn
     if getattr(fn, 'needs_seed', False):
-      return fn(*parts, seed=seed)
-    return fn(*parts)
+      return call_target(fn, parts, structure, seed=seed)
+    return call_target(fn, parts, structure)
 
-  def _gamma_log_prob(self, seed):
+  def _gamma_log_prob(self, seed, structure):
     """Γ's log-target: a `MinibatchLogProb`'s `gamma_batch_size` rows, if set."""
     fn = self.target_log_prob_fn
     rows = getattr(fn, 'gamma_batch_size', None)
     if rows is None or not getattr(fn, 'needs_seed', False):
       return None
-    return lambda xs: fn(*xs, seed=seed, rows=rows)
+    return lambda xs: call_target(fn, xs, structure, seed=seed, rows=rows)
 
   def _batch_ndims(self, parts, log_prob):
     if log_prob.shape.rank is None:
@@ -182,7 +198,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
                         '(the noise and the metric are computed in it). '
                         'Received dtypes %s; cast them, e.g. to %s.'
                         % (dtypes, dtypes[-1]))
-      lp = self._log_prob(parts, seed=None)
+      lp = self._log_prob(parts, None, init_state)
       if not tf.is_tensor(lp) or not lp.dtype.is_floating:
         raise TypeError(
             '`target_log_prob_fn` must return a floating-point Tensor (one '
@@ -205,54 +221,63 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
     with tf.name_scope(self.name + '.one_step'):
-      p = self.parameters
       prev = previous_kernel_results
       seed = tfp.random.sanitize_seed(seed, salt='AdaptiveSGMCMC')
       batch_seed, gamma_seed, noise_seed = tfp.random.split_seed(seed, n=3)
-      parts = [tf.convert_to_tensor(x) for x in as_list(current_state)]
-      batch_ndims = prev.target_log_prob.shape.rank
-      fn = lambda xs: self._log_prob(xs, batch_seed)
-      lp, grads, pstate, gamma = gamma_lib.gradient_and_gamma(
-          fn, parts, self.algorithm.gamma_metric, prev.preconditioner_state,
-          prev.step,
-          batch_ndims, p.get('gamma', 'none'),
-          p.get('gamma_estimator', 'hutchinson'), gamma_seed,
-          self._gamma_log_prob(batch_seed), p.get('gamma_probability', 1.),
-          noise_seed=noise_seed, noise=self.algorithm.noise,
-          adapting=self.algorithm.adapting(prev.step))
-      h = schedules.evaluate(self.step_size, prev.step)
-      step_pstate = self.algorithm.step_state(prev.preconditioner_state,
-                                              pstate, prev.step)
-      new_parts, momentum, norms, _ = self.algorithm.update(
-          parts, grads, step_pstate, prev.momentum, gamma, h, p['temperature'],
-          noise_seed, batch_ndims,
-          noise_scale=schedules.noise_scale(self.step_size, prev.step),
-          gradient_scale=1., ratios=True, step=prev.step)
-      # The new metric state and momentum too: overflowing statistics
-      # freeze a chain without a NaN in the proposal
-      # (`Algorithm.state_is_finite`).
-      here = tf.math.is_finite(lp) & self.algorithm.state_is_finite(
-          pstate, momentum, grads, batch_ndims)
-      ok = here & tensors.finite_chains(new_parts, batch_ndims)
-      metric_ok = ok
-      if p['nonfinite'] == 'reject_at_proposal':
-        ok &= tf.math.is_finite(self._log_prob(new_parts, batch_seed))
-        metric_ok = here
-      new_parts, pstate, momentum, good, ok = self._handle_nonfinite(
-          ok, metric_ok, parts, new_parts, prev, pstate, momentum,
-          batch_ndims)
-      bad = tf.cast(~ok, tf.int32)
-      results = AdaptiveSGMCMCKernelResults(
-          target_log_prob=lp, preconditioner_state=pstate, momentum=momentum,
-          step=prev.step + 1,
-          num_nonfinite=prev.num_nonfinite + bad,
-          num_unmoved=(prev.num_unmoved + 1) * bad,
-          last_good_state=good,
-          step_size=tf.fill(tf.shape(lp), tf.cast(h, lp.dtype)),
-          gamma_norm=_norm(gamma, lp, batch_ndims),
-          step_norms=algorithms.StepNorms(
-              *[tf.cast(x, lp.dtype) for x in norms]), seed=seed)
-      return _like(new_parts, current_state), results
+      with minibatch.step_seed(batch_seed):
+        return self._one_step(current_state, prev, seed, batch_seed,
+                              gamma_seed, noise_seed)
+
+  def _one_step(self, current_state, prev, seed, batch_seed, gamma_seed,
+                noise_seed):
+    """`one_step` with the seeds split (a `MinibatchLogProb` behind a wrapper's target takes `batch_seed`, `minibatch.step_seed`)."""
+    p = self.parameters
+    parts = [tf.convert_to_tensor(x) for x in as_list(current_state)]
+    batch_ndims = prev.target_log_prob.shape.rank
+    fn = lambda xs: self._log_prob(xs, batch_seed, current_state)
+    lp, grads, pstate, gamma = gamma_lib.gradient_and_gamma(
+        fn, parts, self.algorithm.gamma_metric, prev.preconditioner_state,
+        prev.step,
+        batch_ndims, p.get('gamma', 'none'),
+        p.get('gamma_estimator', 'hutchinson'), gamma_seed,
+        self._gamma_log_prob(batch_seed, current_state),
+        p.get('gamma_probability', 1.),
+        noise_seed=noise_seed, noise=self.algorithm.noise,
+        adapting=self.algorithm.adapting(prev.step))
+    h = schedules.evaluate(self.step_size, prev.step)
+    step_pstate = self.algorithm.step_state(prev.preconditioner_state,
+                                            pstate, prev.step)
+    new_parts, momentum, norms, _ = self.algorithm.update(
+        parts, grads, step_pstate, prev.momentum, gamma, h, p['temperature'],
+        noise_seed, batch_ndims,
+        noise_scale=schedules.noise_scale(self.step_size, prev.step),
+        gradient_scale=1., ratios=True, step=prev.step)
+    # The new metric state and momentum too: overflowing statistics
+    # freeze a chain without a NaN in the proposal
+    # (`Algorithm.state_is_finite`).
+    here = tf.math.is_finite(lp) & self.algorithm.state_is_finite(
+        pstate, momentum, grads, batch_ndims)
+    ok = here & tensors.finite_chains(new_parts, batch_ndims)
+    metric_ok = ok
+    if p['nonfinite'] == 'reject_at_proposal':
+      ok &= tf.math.is_finite(self._log_prob(new_parts, batch_seed,
+                                             current_state))
+      metric_ok = here
+    new_parts, pstate, momentum, good, ok = self._handle_nonfinite(
+        ok, metric_ok, parts, new_parts, prev, pstate, momentum,
+        batch_ndims)
+    bad = tf.cast(~ok, tf.int32)
+    results = AdaptiveSGMCMCKernelResults(
+        target_log_prob=lp, preconditioner_state=pstate, momentum=momentum,
+        step=prev.step + 1,
+        num_nonfinite=prev.num_nonfinite + bad,
+        num_unmoved=(prev.num_unmoved + 1) * bad,
+        last_good_state=good,
+        step_size=tf.fill(tf.shape(lp), tf.cast(h, lp.dtype)),
+        gamma_norm=_norm(gamma, lp, batch_ndims),
+        step_norms=algorithms.StepNorms(
+            *[tf.cast(x, lp.dtype) for x in norms]), seed=seed)
+    return _like(new_parts, current_state), results
 
   def _handle_nonfinite(self, ok, metric_ok, parts, new_parts, prev, pstate,
                         momentum, batch_ndims):
