@@ -222,7 +222,7 @@ METHODS = {'recipe (corrected PSGLD)': ('recipe', _fit_recipe),
 def run(sets, quick, seeds):
   """``{dataset: {method: [metrics per seed]}}`` and the ensembles of seed 0, for `datasets()`.
 
-  ``quick``: the synthetic set only, 15 epochs, 2 chains or members
+  ``quick``: the synthetic set only, 6 epochs, 2 chains or members
   instead of 5, and not the recipe's 5-chain row, which runs the same
   code as the others (a check that every fit runs and is written).
   """
@@ -232,7 +232,7 @@ def run(sets, quick, seeds):
     if quick:
       if name != 'synthetic 1-D':  # A regression head and the band figure.
         continue
-      epochs = 15
+      epochs = 6
     for method, (_, fit) in METHODS.items():
       if quick and method == FIVE:
         continue

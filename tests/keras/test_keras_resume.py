@@ -10,8 +10,8 @@ uninterrupted run (CPU, ``shuffle=False``), with the seeds fixed and with
 no seed at all (the resumed runs take the one the run recorded). A second
 soak has a reader loading the directory throughout: every load returns
 the members of one committed manifest. `TFPA_KILLS` sets the number of
-kills (default 6, a third of them and at least 6 for the second soak:
-12 kills in CI; the slow runs use hundreds).
+kills (default 4, a third of them and at least 4 for the second soak:
+8 kills in CI; the slow runs use hundreds).
 """
 
 import os
@@ -34,7 +34,7 @@ from tests.conftest import ROOT
 
 
 
-KILLS = int(os.environ.get('TFPA_KILLS', '6'))
+KILLS = int(os.environ.get('TFPA_KILLS', '4'))
 
 
 def _epochs(kills):
@@ -191,4 +191,4 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
 @pytest.mark.slow
 def test_sigkill_without_seeds_with_a_reader_loading_throughout(tmp_path):
   """The guide's recipe with no seed anywhere: each resume takes the recorded seed."""
-  _soak(tmp_path, max(KILLS // 3, 6), seed=None, reader=True)
+  _soak(tmp_path, max(KILLS // 3, 4), seed=None, reader=True)

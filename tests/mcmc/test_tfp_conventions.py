@@ -33,11 +33,13 @@ def _run(kernel, state, steps=30):
       steps, state, kernel=kernel, trace_fn=None, seed=(3, 4)))()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize('sampler', ['SGLD', 'PSGLD', 'SGHMC'])
-def test_a_nest_samples_what_its_list_of_parts_samples(sampler):
-  """A namedtuple and a dict state (float64, a rank-2 batch of chains) come back in their nest, each draw equal to the list state's."""
-  cls = getattr(tfa.mcmc, sampler)
+def test_a_nest_samples_what_its_list_of_parts_samples():
+  """A namedtuple and a dict state (float64, a rank-2 batch of chains) come back in their nest, each draw equal to the list state's.
+
+  The nest is packed and unpacked by the kernels' shared base; PSGLD's
+  metric state follows the parts.
+  """
+  cls = tfa.mcmc.PSGLD
   loc = tf.zeros([2, 3], tf.float64)
   weights = tf.zeros([2, 3, 4], tf.float64)
   as_list = _run(cls(_log_prob, 1e-2), [loc, weights])
@@ -69,13 +71,13 @@ def test_a_pinned_joint_distribution_in_its_default_event_space():
       lambda x: tf.zeros([8], x.dtype) + x, unconstrained))
   kernel = tfp.mcmc.TransformedTransitionKernel(
       tfa.mcmc.PSGLD(pinned.unnormalized_log_prob, 1e-2), bijector)
-  draws = _run(kernel, init, steps=200)
+  draws = _run(kernel, init, steps=100)
   assert type(draws) is type(init)  # pylint: disable=unidiomatic-typecheck
-  assert draws.scale.shape == [200, 8] and draws.loc.shape == [200, 8]
+  assert draws.scale.shape == [100, 8] and draws.loc.shape == [100, 8]
   assert np.all(np.asarray(draws.scale) > 0.)  # The constrained space.
   readings = tfa.mcmc.check_temperature(kernel, draws, warn=False)
   assert np.isfinite(readings['overall'].temperature)
-  samples, _, _ = tfa.mcmc.sample(kernel, init, 50, seed=(5, 6),
+  samples, _, _ = tfa.mcmc.sample(kernel, init, 20, seed=(5, 6),
                                   progress=False, check_temperature=False)
   assert type(samples) is type(init)  # pylint: disable=unidiomatic-typecheck
 
@@ -92,7 +94,6 @@ def _minibatch_target():
       log_prior_fn=lambda parts: -0.5 * tf.reduce_sum(parts[0] ** 2, -1))
 
 
-@pytest.mark.slow
 def test_minibatches_reach_the_target_through_transformed_transition_kernel():
   """`tfa.minibatch_log_prob` inside `TransformedTransitionKernel` (identity bijector) draws each step's minibatch: its chain is the bare kernel's, draw for draw, not a full-data chain."""
   target = _minibatch_target()
