@@ -104,7 +104,7 @@ def test_the_laplacian_is_the_analytic_one_and_is_needed():
   draws = _draws()
   inner, parts, to_outer = temperature_mcmc._sampled_space(kernel, draws)  # pylint: disable=protected-access
   grads = [tf.convert_to_tensor(g) for g in temperature_mcmc._virials(  # pylint: disable=protected-access
-      inner.target_log_prob_fn, parts, (2, 3))[2]]
+      (inner.target_log_prob_fn, draws), parts, (2, 3))[2]]
   f, force, laplacian, squared = temperature_mcmc._prediction_terms(  # pylint: disable=protected-access
       _predictions, to_outer, parts, grads, (4, 5), 1,
       temperature_mcmc._spread_scales(parts, 1))  # pylint: disable=protected-access

@@ -52,6 +52,12 @@ def test_a_nest_samples_what_its_list_of_parts_samples():
     assert as_list[i].shape[:3] == [30, 2, 3]
     np.testing.assert_array_equal(getattr(as_tuple, name), as_list[i])
     np.testing.assert_array_equal(as_dict[name], as_list[i])
+  # The reading calls the target at the draws as the kernel does.
+  read = lambda kernel, draws: tfa.mcmc.check_temperature(
+      kernel, draws, warn=False)['overall'].temperature
+  listed = read(cls(_log_prob, 1e-2), as_list)
+  assert np.isfinite(listed)
+  assert read(cls(lambda d: _log_prob(**d), 1e-2), as_dict) == listed
 
 
 @pytest.mark.slow

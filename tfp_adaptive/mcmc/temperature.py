@@ -116,7 +116,10 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
   keep = np.unique(np.linspace(0, n - 1, min(n, max_draws)).round().astype(int))
   inner, parts, to_outer = _sampled_space(kernel, [tf.gather(p, keep)
                                                    for p in parts])
-  virials, shared, grads = _virials(inner.target_log_prob_fn, parts, seed)
+  # The target is called at each draw as the kernels call it, in the nest
+  # of the samples (`kernel.call_target`).
+  target = (inner.target_log_prob_fn, samples)
+  virials, shared, grads = _virials(target, parts, seed)
   sizes = [_event_size(p, v) for p, v in zip(parts, virials)]
   readings = {'overall': temperature_lib.read(np.sum(virials, 0), sum(sizes),
                                               shared)}
@@ -127,7 +130,7 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
   chain_ndims = virials[0].ndim - 1
   # The second differences' steps, for the Laplacian and the predictions.
   scales = _spread_scales(parts, chain_ndims)
-  curvature = _laplacian_terms(inner.target_log_prob_fn, parts, grads, seed,
+  curvature = _laplacian_terms(target, parts, grads, seed,
                                scales, chain_ndims)
   if curvature is not None:
     readings['laplacian'] = temperature_lib.read_ratio(
@@ -213,28 +216,35 @@ def _through(bijectors, parts, direction):
   return kernel_lib.as_list(getattr(bijectors, direction)(parts))
 
 
-def _draw_seeds(target_log_prob_fn, parts, seed):
+def _draw_seeds(target, parts, seed):
   """Whether the target is read with a seed, and one stateless seed per draw of `parts`.
 
-  A `MinibatchLogProb` is read without one: on all its data, the exact
+  `target`: ``(target_log_prob_fn, a state in its nest)``. A
+  `MinibatchLogProb` is read without one: on all its data, the exact
   gradient, free of minibatch noise.
   """
-  needs_seed = (getattr(target_log_prob_fn, 'needs_seed', False) and
-                not isinstance(target_log_prob_fn, minibatch.MinibatchLogProb))
+  fn = target[0]
+  needs_seed = (getattr(fn, 'needs_seed', False) and
+                not isinstance(fn, minibatch.MinibatchLogProb))
   return needs_seed, tf.random.experimental.stateless_split(
       tfp.random.sanitize_seed(seed), int(parts[0].shape[0]))
 
 
-def _gradient(target_log_prob_fn, state, seed, needs_seed):
-  """``∇ log p`` of the parts of `state` and ``log p``, with `seed` for a stochastic target."""
+def _gradient(target, state, seed, needs_seed):
+  """``∇ log p`` of the parts of `state` and ``log p``, with `seed` for a stochastic target.
+
+  `target`: ``(target_log_prob_fn, a state in its nest)``; `state`: the
+  flat parts.
+  """
+  fn, structure = target
+  kwargs = {'seed': seed} if needs_seed else {}
   with tf.GradientTape() as tape:
     tape.watch(state)
-    lp = (target_log_prob_fn(*state, seed=seed) if needs_seed
-          else target_log_prob_fn(*state))
+    lp = kernel_lib.call_target(fn, state, structure, **kwargs)
   return tape.gradient(lp, state), lp
 
 
-def _virials(target_log_prob_fn, parts, seed):
+def _virials(target, parts, seed):
   """Per part, ``[draws, chains...]`` arrays of ``(θ − θ̄)·(−∇û)``; whether their chains share a minibatch; the gradients ``∇log p̂``.
 
   ``θ̄`` is the mean over all draws and chains: the chains are independent,
@@ -242,12 +252,12 @@ def _virials(target_log_prob_fn, parts, seed):
   ``τD/ESS``, is that of the pooled effective size (a chain's own mean
   would bring its own, far larger one).
   """
-  needs_seed, seeds = _draw_seeds(target_log_prob_fn, parts, seed)
+  needs_seed, seeds = _draw_seeds(target, parts, seed)
 
   def grads_of(draws, seeds):
     def one(args):
       state, s = args
-      return _gradient(target_log_prob_fn, state, s, needs_seed)
+      return _gradient(target, state, s, needs_seed)
     return tf.map_fn(one, (draws, seeds),
                      fn_output_signature=([tf.TensorSpec(None, p.dtype)
                                            for p in draws], draws[0].dtype))
@@ -262,8 +272,7 @@ def _virials(target_log_prob_fn, parts, seed):
   return out, needs_seed, grads
 
 
-def _laplacian_terms(target_log_prob_fn, parts, grads, seed, scales,
-                     chain_ndims):
+def _laplacian_terms(target, parts, grads, seed, scales, chain_ndims):
   """``[draws, chains...]`` arrays of ``|∇U|²`` and of a Hutchinson ``ΔU`` over the whole state, or `None`.
 
   A stochastic target (one that takes a seed) gives ``∇Û₁·∇Û₂`` from two
@@ -274,7 +283,7 @@ def _laplacian_terms(target_log_prob_fn, parts, grads, seed, scales,
   ``ε`` (`_spread_scales`); `chain_ndims`: the chain axes after the
   draws'. `None` when the target has no gradient there.
   """
-  needs_seed, seeds = _draw_seeds(target_log_prob_fn, parts, seed)
+  needs_seed, seeds = _draw_seeds(target, parts, seed)
   # Sums over a part's event axes, the chains' axes kept.
   total = lambda x: tf.reduce_sum(x, axis=tf.range(chain_ndims, tf.rank(x)))
 
@@ -285,11 +294,11 @@ def _laplacian_terms(target_log_prob_fn, parts, grads, seed, scales,
           tf.random.experimental.stateless_split(s, 3))
       # U = −log p: ∇U = −∇log p, |∇U|² = ∇log p·∇log p.
       energy_gradient = lambda at: [-x for x in _gradient(
-          target_log_prob_fn, at, s_one, needs_seed)[0]]
+          target, at, s_one, needs_seed)[0]]
       laplacian = probes_lib.laplacian(
           energy_gradient, state, _rademacher(state, s_probe),
           [tf.cast(e, p.dtype) for p, e in zip(state, scales)], total)
-      g2 = (_gradient(target_log_prob_fn, state, s_two, needs_seed)[0]
+      g2 = (_gradient(target, state, s_two, needs_seed)[0]
             if needs_seed else g)
       squared = tf.add_n([total(a * b) for a, b in zip(g, g2)])
       return squared, laplacian
