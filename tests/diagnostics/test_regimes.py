@@ -259,6 +259,10 @@ def test_the_collector_runs_the_monitor_it_is_given():
   assert any(k.startswith('temperature_reading/') for k in history.history)
   assert monitor.temperatures['temperature']
   assert model.optimizer.statistics.reader is None  # Released at the end.
+  # The same monitor alone in the next fit reports the regime numbers itself.
+  history = model.fit(x, y, batch_size=20, epochs=3, verbose=0,
+                      callbacks=[monitor])
+  assert len(history.history['drift_ratio']) == 3
   # The next fit with a collector of its own monitor: it reads.
   history = model.fit(x, y, batch_size=20, epochs=3, verbose=0,
                       callbacks=[tfa.keras.SampleCollector()])

@@ -144,7 +144,6 @@ class SampleCollector(keras.callbacks.Callback):
     self.validation_data = data_arrays.check_validation_data(validation_data)
     self.training_data = data_arrays.check_validation_data(training_data,
                                                             'training_data')
-    self.stuck_steps = validation.check_int('stuck_steps', stuck_steps, low=1)
     self._counts_per_batch = True  # Set at the start of `fit`.
     if check_temperature is not None:
       warnings.warn('SampleCollector(check_temperature=...) is deprecated; '
@@ -160,8 +159,9 @@ class SampleCollector(keras.callbacks.Callback):
                                                           self.training_data)
     self.members = []
     self.num_skipped = 0
-    self._nonfinite = fit_checks.NonfiniteCount('SampleCollector',
-                                                self.stuck_steps)
+    self._nonfinite = fit_checks.NonfiniteCount(
+        'SampleCollector',
+        validation.check_int('stuck_steps', stuck_steps, low=1))
     self.likelihood = None
     self._epoch = 0
     self._epochs_done = 0
@@ -181,6 +181,10 @@ class SampleCollector(keras.callbacks.Callback):
   @num_nonfinite.setter
   def num_nonfinite(self, value):
     self._nonfinite.total = int(value)
+
+  @property
+  def stuck_steps(self):
+    return self._nonfinite.stuck_steps
 
   @property
   def burnin(self):
@@ -222,8 +226,8 @@ class SampleCollector(keras.callbacks.Callback):
     # With nothing to do after each batch, the steps are counted at the
     # epoch end: reading the optimizer's counters after every batch costs a
     # small model's `fit` a noticeable share of its step.
-    self._counts_per_batch = self.unit == 'step' or 'raise' in (
-        self.nonfinite, getattr(opt, 'nonfinite', 'reject'))
+    self._counts_per_batch = self.unit == 'step' or fit_checks.raises(
+        opt, self.nonfinite)
     self._writes = distribute.is_chief(model.distribute_strategy)
     if self._writing:
       self._run.open(model)

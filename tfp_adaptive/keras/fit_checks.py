@@ -168,7 +168,7 @@ class NonfiniteCount(object):
       return 0
     self.total += new
     self._unmoved = self._unmoved + new if new >= steps else new
-    if 'raise' in (policy, getattr(optimizer, 'nonfinite', 'reject')):
+    if raises(optimizer, policy):
       raise FloatingPointError(
           '%d optimizer step(s) up to iteration %d had a non-finite gradient, '
           'Γ or weights (nonfinite=\'raise\'); lower the learning rate or '
@@ -194,6 +194,11 @@ class NonfiniteCount(object):
           'values for those steps; `num_nonfinite`). Lower the learning '
           'rate, or check the data and the model for NaN/Inf.'
           % (self.who, self.total, int(np.asarray(optimizer.iterations))))
+
+
+def raises(optimizer, policy):
+  """Whether a skipped step raises: the collector's `policy` or the optimizer's own is ``'raise'``."""
+  return 'raise' in (policy, getattr(optimizer, 'nonfinite', 'reject'))
 
 
 def optimizer_count(optimizer):

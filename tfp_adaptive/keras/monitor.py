@@ -266,6 +266,7 @@ class SamplerMonitor(keras.callbacks.Callback):
     if self._state is not None and self._owns(opt):
       self._judge(opt, final=True)
     opt.statistics.release(self)
+    self._driven = False  # A collector drives it again at its next `fit`.
 
   def _judge(self, opt, final):
     """Reads every key over the epochs since burn-in; warns once per key that is off.
