@@ -15,6 +15,9 @@ __all__ = ['import_arviz', 'to_arviz']
 # Kernel-results fields that become sample statistics, with ArviZ's names
 # where ArviZ has one.
 _STATS = {'target_log_prob': 'lp', 'step_size': 'step_size'}
+# Statistics the kernels hold once for all chains (``[draws]``), repeated
+# for each chain.
+_SHARED = ('step_size',)
 
 
 def import_arviz():
@@ -66,6 +69,9 @@ def to_arviz(samples, trace=None, chain_axis=1, names=None, **kwargs):
   shape = next(iter(posterior.values())).shape[:2]
   stats = {}
   for name, value in _trace_fields(trace).items():
+    if chain_axis is not None and name in _SHARED and np.ndim(value) == 1:
+      value = np.repeat(np.asarray(value)[:, None], shape[0], axis=1)
+      value = value if chain_axis == 1 else value.T
     if chain_axis is not None and np.ndim(value) < 2:
       continue  # Not a per-draw, per-chain statistic (e.g. the step count).
     value = _chain_first(value, chain_axis, name)

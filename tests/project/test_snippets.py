@@ -49,6 +49,9 @@ EXPECTED = {'docs/guides/diagnostics.md#5': ('Pareto distribution',),
             'docs/guides/diagnostics.md#3': (
                 'BayesianEnsemble.check_temperature',),
             'docs/guides/keras.md#1': ('BayesianEnsemble.check_temperature',),
+            # TFP's, for any kernel without a Metropolis test; the snippet
+            # shows the check that replaces it.
+            'docs/guides/kernels.md#3': ('is not calibrated',),
             # The warm start leaves the prior's directions at Adam's scale;
             # the collector's thermometer says so, as both pages tell.
             'docs/getting_started.md#1': (_UNSETTLED,),

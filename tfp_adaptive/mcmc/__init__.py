@@ -6,6 +6,10 @@ from tfp_adaptive.mcmc.driver import sample
 from tfp_adaptive.mcmc.driver import stationary_histogram
 from tfp_adaptive.mcmc.kernel import AdaptiveSGMCMC
 from tfp_adaptive.mcmc.kernel import AdaptiveSGMCMCKernelResults
+from tfp_adaptive.mcmc.run_check import RunChecks
+from tfp_adaptive.mcmc.run_check import RunReport
+from tfp_adaptive.mcmc.run_check import check_run
+from tfp_adaptive.mcmc.run_check import trace_checks
 from tfp_adaptive.mcmc.samplers import AdamSGLD
 from tfp_adaptive.mcmc.samplers import MongeSGRLD
 from tfp_adaptive.mcmc.samplers import PSGLD
@@ -18,7 +22,8 @@ from tfp_adaptive.mcmc.temperature import check_temperature
 
 __all__ = [
     'AdamSGLD', 'AdaptiveSGMCMC', 'AdaptiveSGMCMCKernelResults', 'MongeSGRLD',
-    'PSGLD', 'SGHMC', 'SGLD', 'SGNHT', 'ShampooSGRLD', 'WenzelSGLD',
-    'check_regime', 'check_temperature', 'report_nonfinite', 'sample',
-    'stationary_histogram',
+    'PSGLD', 'RunChecks', 'RunReport', 'SGHMC', 'SGLD', 'SGNHT',
+    'ShampooSGRLD', 'WenzelSGLD', 'check_regime', 'check_run',
+    'check_temperature', 'report_nonfinite', 'sample',
+    'stationary_histogram', 'trace_checks',
 ]

@@ -52,11 +52,12 @@ class _Progress(object):
       self.bar.close()
 
 
-def _check_finite(kernel, results, stuck_steps):
-  count = _find_field(results, 'num_nonfinite')
+def check_finite(kernel, results, stuck_steps):
+  """Warns about chains stuck for `stuck_steps` steps; raises `FloatingPointError` on a non-finite step under ``nonfinite='raise'``."""
+  count = find_field(results, 'num_nonfinite')
   if count is None:
     return
-  unmoved = _find_field(results, 'num_unmoved')
+  unmoved = find_field(results, 'num_unmoved')
   stuck = 0 if unmoved is None else int(np.sum(np.asarray(unmoved) >= stuck_steps))
   if stuck:
     warnings.warn(
@@ -79,7 +80,7 @@ def report_nonfinite(kernel, results):
   Returns the per-chain counts (``kernel_results.num_nonfinite``) as a NumPy
   array, or `None` for a kernel that does not count them.
   """
-  count = _find_field(results, 'num_nonfinite')
+  count = find_field(results, 'num_nonfinite')
   if count is None:
     return None
   count = np.asarray(count)
@@ -126,10 +127,10 @@ def check_regime(kernel, step_norms, warn=True):
   """
   validation.check_bool('warn', warn)
   means = [np.mean(np.asarray(x, np.float64)) for x in step_norms]
-  return _regime(kernel, means, warn)[0]
+  return regime_of(kernel, means, warn)[0]
 
 
-def _regime(kernel, means, warn, estimates=True):
+def regime_of(kernel, means, warn, estimates=True):
   """``(Regime, messages)`` from run means; warns with the messages if `warn`."""
   inner = kernel_lib.sampler_in(kernel)
   if inner is None:
@@ -176,11 +177,12 @@ class _RegimeMeans(object):
     """Warns once per run when the means so far are outside the regime."""
     if warned or self.sums is None or self.steps == 0:
       return warned
-    return bool(_regime(kernel, [np.mean(x) / self.steps for x in self.sums],
+    return bool(regime_of(kernel, [np.mean(x) / self.steps for x in self.sums],
                         warn=True, estimates=estimates)[1])
 
 
-def _find_field(results, name):
+def find_field(results, name):
+  """The field `name` of `results` or of the first inner results that has it, or `None`."""
   while results is not None:
     if hasattr(results, name):
       return getattr(results, name)
@@ -280,7 +282,7 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
       out = run(state, results, n, tf.constant(burn, tf.int32), chunk_seed)
       chunk, (tr, norms), results = (out.all_states, out.trace,
                                      out.final_kernel_results)
-      _check_finite(kernel, results, stuck_steps)
+      check_finite(kernel, results, stuck_steps)
       if track is not None:
         track.add([np.sum(x, axis=0) for x in norms], n)
         warned = track.check(kernel, warned,
@@ -341,7 +343,7 @@ def _sample_runner(kernel, trace_fn, num_steps_between_results, jit_compile):
           num_burnin_steps=burn,
           num_steps_between_results=num_steps_between_results,
           trace_fn=lambda s, r: (trace(s, r),
-                                 _find_field(r, 'step_norms') or ()),
+                                 find_field(r, 'step_norms') or ()),
           seed=chunk_seed,
           return_final_kernel_results=True)
   return _compat.quiet_function(run, jit_compile)
@@ -413,7 +415,7 @@ def stationary_histogram(kernel, current_state, num_steps, edges, seed=None,
       seed, run_seed = tfp.random.split_seed(seed)
       state, results, counts, norms = run(state, results, tf.constant(n),
                                           run_seed)
-      _check_finite(kernel, results, stuck_steps)
+      check_finite(kernel, results, stuck_steps)
       track.add(norms, n)
       warned = track.check(kernel, warned)
       total += counts.numpy()
@@ -442,7 +444,7 @@ def _histogram_runner(kernel, lo, hi, nbins, num_groups, offsets, jit_compile):
     def body(i, s, r, counts, norms, seed):
       seed, step_seed = tfp.random.split_seed(seed)
       s, r = kernel.one_step(s, r, seed=step_seed)
-      norms = [a + b for a, b in zip(norms, _find_field(r, 'step_norms'))]
+      norms = [a + b for a, b in zip(norms, find_field(r, 'step_norms'))]
       idx = tf.cast(tf.floor((s - tf.cast(lo, dtype)) /
                              tf.cast((hi - lo) / nbins, dtype)), tf.int32)
       inside = (idx >= 0) & (idx < nbins)

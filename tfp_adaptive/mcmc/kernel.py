@@ -2,6 +2,7 @@
 
 import collections
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
@@ -12,6 +13,7 @@ from tfp_adaptive import vocabulary
 from tfp_adaptive.core import algorithms
 from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.core import tensors
+from tfp_adaptive.diagnostics import regime as regime_lib
 
 __all__ = ['AdaptiveSGMCMC', 'AdaptiveSGMCMCKernelResults', 'NONFINITE_POLICIES',
            'as_list', 'sampler_in']
@@ -24,7 +26,7 @@ class AdaptiveSGMCMCKernelResults(
     collections.namedtuple('AdaptiveSGMCMCKernelResults', [
         'target_log_prob', 'preconditioner_state', 'momentum', 'step',
         'num_nonfinite', 'num_unmoved', 'last_good_state', 'step_size',
-        'gamma_norm', 'step_norms', 'seed'])):
+        'gamma_norm', 'step_norms', 'log_accept_ratio', 'seed'])):
   """State of a sampler between steps (nothing mutable lives on the kernel).
 
   Fields:
@@ -42,7 +44,13 @@ class AdaptiveSGMCMCKernelResults(
     chain has not moved for many steps.
   - ``last_good_state``: list of parts, per chain the last state from which
     a finite step was taken; a rejected chain returns there.
-  - ``step_size``: the step size ``h`` of the last step, per chain.
+  - ``step_size``: the step size ``h`` of the last step (one for all
+    chains), as TFP's HMC holds it; `bootstrap_results` sets the step
+    the first step takes. A wrapper that sets it (TFP's
+    `SimpleStepSizeAdaptation`, `DualAveragingStepSizeAdaptation`) sets
+    the step the next step takes. With a schedule ``s(t)`` the next step
+    is ``step_size · s(t)/s(t−1)``: the schedule's shape, scaled by what
+    the wrapper set (without a wrapper, ``s(t)`` itself).
   - ``gamma_norm``: per chain, the Euclidean norm of the last step's
     ``c·Γ`` (0 when ``gamma='none'``); a Γ that dominates the drift is the
     sign of a metric close to singular.
@@ -51,9 +59,58 @@ class AdaptiveSGMCMCKernelResults(
     their means over a run give the regime numbers that tell whether the
     step size is where the sampler's bias is small
     (`tfp_adaptive.mcmc.check_regime`).
+  - ``log_accept_ratio``: per chain, a stand-in for the log acceptance
+    probability that these kernels, having no Metropolis test, lack:
+    ``log(0.75) · r / 0.02`` with ``r = ‖a‖²/‖n‖²`` the last step's drift
+    against its noise (`step_norms`), whose run mean is the regime's
+    `drift_ratio`. TFP's step-size adaptation wrappers, at their default
+    target of 0.75, thus move the step towards ``r ≈ 0.02``, the
+    tolerance of the guide "Step sizes and regimes"; a target ``p`` aims
+    at ``r ≈ 0.02 · log(p) / log(0.75)``. 0 where the step had no noise.
   - ``seed``: the stateless seed the last step used.
+
+  ``tfp.mcmc.MetropolisHastings`` cannot correct these steps (the metric
+  depends on the chain's past, and ``target_log_prob`` is read before the
+  step): reading ``log_acceptance_correction`` raises a `ValueError` that
+  says so.
   """
   __slots__ = ()
+
+  @property
+  def log_acceptance_correction(self):
+    raise ValueError(
+        'tfp.mcmc.MetropolisHastings cannot wrap the tfp_adaptive kernels: '
+        'their metric depends on the chain\'s past, so no proposal density '
+        'exists to correct with, and their `target_log_prob` is read before '
+        'the step. For an exact chain use tfp.mcmc.MetropolisAdjustedLangevin'
+        'Algorithm or tfp.mcmc.NoUTurnSampler; to keep these kernels, choose '
+        'the step with tfa.mcmc.check_regime or a step-size adaptation '
+        'wrapper (guide "Kernels and TFP chains").')
+
+
+# TFP's step-size adaptation wrappers aim at this acceptance by default; the
+# pseudo-acceptance puts it at the regime's drift-ratio tolerance.
+DEFAULT_TARGET_ACCEPT_PROB = 0.75
+
+
+def pseudo_log_accept_ratio(norms):
+  """``log(0.75) · (‖a‖²/‖n‖²) / tolerance``, per chain: the results' `log_accept_ratio`."""
+  ratio = tf.math.divide_no_nan(norms.drift_sq_norm, norms.noise_sq_norm)
+  scale = (np.log(DEFAULT_TARGET_ACCEPT_PROB)
+           / regime_lib.TOLERANCES['drift_ratio'])
+  return tf.cast(scale, ratio.dtype) * ratio
+
+
+def _one_step_size(step_size):
+  """The results' `step_size` as the one scalar step the update takes."""
+  if step_size.shape.rank != 0:
+    raise ValueError(
+        'These kernels take one `step_size` for all chains; a wrapper set '
+        'the kernel results\' `step_size` to shape %s. With TFP\'s step-size '
+        'adaptation wrappers, keep their default `step_size_getter_fn` and '
+        '`step_size_setter_fn`, which adapt the one scalar step.'
+        % (step_size.shape,))
+  return step_size
 
 
 def sampler_in(kernel):
@@ -172,6 +229,18 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
       return None
     return lambda xs: call_target(fn, xs, structure, seed=seed, rows=rows)
 
+  def _next_step_size(self, last, step, dtype):
+    """The step ``h`` of step `step` from the results' `step_size` (the last step's, or a wrapper's)."""
+    last = _one_step_size(last)
+    if not callable(self.step_size):
+      return last
+    here = tf.cast(schedules.evaluate(self.step_size, step), dtype)
+    before = tf.cast(schedules.evaluate(self.step_size,
+                                        tf.maximum(step - 1, 0)), dtype)
+    # Without a wrapper ``last`` is ``s(t−1)`` and the factor exactly 1.
+    factor = tf.where(before > 0, last / tf.where(before > 0, before, 1.), 1.)
+    return factor * here
+
   def _batch_ndims(self, parts, log_prob):
     if log_prob.shape.rank is None:
       raise ValueError('`target_log_prob_fn` must return a tensor of known rank.')
@@ -213,10 +282,12 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           num_nonfinite=tf.zeros(tf.shape(lp), tf.int32),
           num_unmoved=tf.zeros(tf.shape(lp), tf.int32),
           last_good_state=parts,
-          step_size=tf.zeros(tf.shape(lp), lp.dtype),
+          step_size=tf.cast(schedules.evaluate(
+              self.step_size, tf.constant(0, tf.int32)), lp.dtype),
           gamma_norm=tf.zeros(tf.shape(lp), lp.dtype),
           step_norms=algorithms.StepNorms(
               *[tf.zeros(tf.shape(lp), lp.dtype)] * 4),
+          log_accept_ratio=tf.zeros(tf.shape(lp), lp.dtype),
           seed=tfp.random.sanitize_seed(0))
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
@@ -244,7 +315,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
         p.get('gamma_probability', 1.),
         noise_seed=noise_seed, noise=self.algorithm.noise,
         adapting=self.algorithm.adapting(prev.step))
-    h = schedules.evaluate(self.step_size, prev.step)
+    h = self._next_step_size(prev.step_size, prev.step, lp.dtype)
     step_pstate = self.algorithm.step_state(prev.preconditioner_state,
                                             pstate, prev.step)
     new_parts, momentum, norms, _ = self.algorithm.update(
@@ -267,16 +338,17 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
         ok, metric_ok, parts, new_parts, prev, pstate, momentum,
         batch_ndims)
     bad = tf.cast(~ok, tf.int32)
+    norms = algorithms.StepNorms(*[tf.cast(x, lp.dtype) for x in norms])
     results = AdaptiveSGMCMCKernelResults(
         target_log_prob=lp, preconditioner_state=pstate, momentum=momentum,
         step=prev.step + 1,
         num_nonfinite=prev.num_nonfinite + bad,
         num_unmoved=(prev.num_unmoved + 1) * bad,
         last_good_state=good,
-        step_size=tf.fill(tf.shape(lp), tf.cast(h, lp.dtype)),
+        step_size=h,
         gamma_norm=_norm(gamma, lp, batch_ndims),
-        step_norms=algorithms.StepNorms(
-            *[tf.cast(x, lp.dtype) for x in norms]), seed=seed)
+        step_norms=norms, log_accept_ratio=pseudo_log_accept_ratio(norms),
+        seed=seed)
     return _like(new_parts, current_state), results
 
   def _handle_nonfinite(self, ok, metric_ok, parts, new_parts, prev, pstate,

@@ -1,0 +1,87 @@
+"""`tfa.mcmc.check_run`: a chain run with `tfp.mcmc.sample_chain` is checked in one call, and warned on as `tfa.mcmc.sample` warns.
+
+SGLD on a standard normal with exact gradients samples the variance
+``1/(1 − h/4)``: at ``h = 1`` the configurational temperature reads
+1.33, far outside the 10% tolerance; at ``h = 0.02`` it reads 1.005,
+well inside it.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_adaptive as tfa
+
+D = 10
+
+
+def _normal(x):
+  return -0.5 * tf.reduce_sum(x ** 2, axis=-1)
+
+
+def _run(kernel, steps=2000, trace_fn=tfa.mcmc.trace_checks):
+  start = tf.random.stateless_normal([32, D], seed=(5, 6))
+  with warnings.catch_warnings():
+    warnings.simplefilter('ignore')  # TFP's "not calibrated".
+    return tf.function(lambda: tfp.mcmc.sample_chain(
+        steps, start, kernel=kernel, trace_fn=trace_fn, seed=(1, 2)),
+        jit_compile=True)()
+
+
+def test_a_hot_run_is_told_as_sample_tells_it():
+  kernel = tfa.mcmc.SGLD(_normal, 1.)
+  samples, trace = _run(kernel)
+  with pytest.warns(UserWarning, match='wider than its target') as caught:
+    report = tfa.mcmc.check_run(kernel, samples, trace, seed=(3, 4))
+  assert report.temperature['overall'].temperature > 1.2
+  assert report.warnings and all(
+      str(w.message) in report.warnings for w in caught
+      if 'SGLD' in str(w.message))
+  with pytest.warns(UserWarning, match='wider than its target'):
+    tfa.mcmc.sample(kernel, tf.random.stateless_normal([32, D], seed=(5, 6)),
+                    2000, seed=(1, 2), progress=False)
+
+
+def test_an_accurate_run_is_silent_and_any_trace_nest_is_found():
+  kernel = tfa.mcmc.SGLD(_normal, 0.02)
+  samples, trace = _run(kernel, trace_fn=lambda s, r: (
+      {'lp': r.target_log_prob}, tfa.mcmc.trace_checks(s, r)))
+  with warnings.catch_warnings():
+    warnings.simplefilter('error')
+    report = tfa.mcmc.check_run(kernel, samples, trace, seed=(3, 4))
+  assert report.warnings == []
+  assert abs(report.temperature['overall'].temperature - 1.) < 0.1
+  assert report.regime.drift_ratio == pytest.approx(0.02 / 4, rel=0.1)
+
+
+def test_whole_results_through_a_wrapper_are_read():
+  kernel = tfp.mcmc.TransformedTransitionKernel(
+      tfa.mcmc.SGLD(_normal, 0.02), tfp.bijectors.Identity())
+  samples, trace = _run(kernel, steps=200, trace_fn=lambda _, r: r)
+  report = tfa.mcmc.check_run(kernel, samples, trace, check_temperature=False)
+  assert report.temperature is None
+  assert report.num_nonfinite.shape == (32,)
+
+
+def test_non_finite_steps_are_counted_and_told():
+  def wall(x):  # NaN beyond x_0 > 1.5: some steps land there.
+    return tf.where(x[..., 0] > 1.5, np.nan, _normal(x))
+  kernel = tfa.mcmc.SGLD(wall, 0.05)
+  samples, trace = _run(kernel, steps=300)
+  with pytest.warns(UserWarning, match='non-finite'):
+    report = tfa.mcmc.check_run(kernel, samples, trace,
+                                check_temperature=False)
+  assert report.num_nonfinite.sum() > 0
+
+
+def test_a_trace_without_the_checks_is_refused_naming_trace_checks():
+  kernel = tfa.mcmc.SGLD(_normal, 0.02)
+  samples, trace = _run(kernel, steps=10,
+                        trace_fn=lambda _, r: r.target_log_prob)
+  with pytest.raises(ValueError, match='trace_checks'):
+    tfa.mcmc.check_run(kernel, samples, trace)
+  with pytest.raises(TypeError, match='tfp_adaptive'):
+    tfa.mcmc.check_run(tfp.mcmc.RandomWalkMetropolis(_normal), samples, trace)

@@ -1,0 +1,140 @@
+"""One call that checks a chain run with `tfp.mcmc.sample_chain` (or any loop) as `tfa.mcmc.sample` checks its own."""
+
+import collections
+import warnings
+
+import numpy as np
+
+from tfp_adaptive import validation
+from tfp_adaptive.mcmc import driver
+from tfp_adaptive.mcmc import kernel as kernel_lib
+from tfp_adaptive.mcmc import temperature as temperature_lib
+
+__all__ = ['RunChecks', 'RunReport', 'check_run', 'trace_checks']
+
+
+class RunChecks(collections.namedtuple(
+    'RunChecks', ['step_norms', 'num_nonfinite', 'num_unmoved'])):
+  """What `check_run` reads of each traced step (`trace_checks` traces it).
+
+  - ``step_norms``: the step's `StepNorms` (the regime numbers' sums).
+  - ``num_nonfinite``: per chain, the steps rejected as non-finite so far.
+  - ``num_unmoved``: per chain, the consecutive rejected steps up to now.
+  """
+  __slots__ = ()
+
+
+class RunReport(collections.namedtuple(
+    'RunReport', ['regime', 'temperature', 'num_nonfinite', 'warnings'])):
+  """What `check_run` read: the regime numbers, the temperature readings (`check_temperature`'s dict, or `None`), the per-chain non-finite counts, and the warnings' texts."""
+  __slots__ = ()
+
+
+def trace_checks(state, kernel_results):
+  """A `trace_fn` for `tfp.mcmc.sample_chain` that keeps what `check_run` reads.
+
+  Finds our kernel's results inside any wrapper's
+  (`TransformedTransitionKernel`, the step-size adaptation wrappers).
+  Beside a trace of your own: ``trace_fn=lambda s, r: (mine(s, r),
+  tfa.mcmc.trace_checks(s, r))``, and pass the whole trace to
+  `check_run`, which finds its `RunChecks` in it.
+  """
+  del state
+  fields = [driver.find_field(kernel_results, name)
+            for name in RunChecks._fields]
+  if any(f is None for f in fields):
+    raise TypeError(
+        '`trace_checks` reads the results of a tfp_adaptive kernel (or of a '
+        'wrapper around one). Received results of type %s.'
+        % (type(kernel_results).__name__,))
+  return RunChecks(*fields)
+
+
+def _find_checks(trace):
+  """The `RunChecks` (or our kernel results) somewhere in `trace`, or `None`."""
+  if isinstance(trace, RunChecks):
+    return trace
+  if all(driver.find_field(trace, n) is not None for n in RunChecks._fields):
+    return RunChecks(*[driver.find_field(trace, n) for n in RunChecks._fields])
+  if isinstance(trace, dict):
+    items = list(trace.values())
+  elif isinstance(trace, (list, tuple)):
+    items = list(trace)
+  else:
+    return None
+  for item in items:
+    found = _find_checks(item)
+    if found is not None:
+      return found
+  return None
+
+
+def check_run(kernel, samples, trace, check_temperature=True, seed=None,
+              stuck_steps=100, predictions=None):
+  """Checks a finished run as `tfa.mcmc.sample` does, and warns the same way.
+
+  For a chain run by `tfp.mcmc.sample_chain` (or any loop of
+  ``kernel.one_step``): the non-finite steps and the chains stuck at a
+  wall, the regime numbers (`check_regime`) and, at the end, the
+  configurational temperature of the samples with the mean force and,
+  given `predictions`, the force along them (`check_temperature`). As in
+  `tfa.mcmc.sample`, with the temperature read the regime numbers that
+  only predict a bias are not warned about, and a moving average too
+  short for minibatch gradients still is.
+
+  Args:
+    kernel: the kernel that ran: ours, or a TFP wrapper around ours.
+    samples: the states `sample_chain` returned (``[draws, chains, ...]``
+      per part, in any nest).
+    trace: the trace of ``trace_fn=tfa.mcmc.trace_checks``, of
+      ``trace_fn=lambda _, r: r`` (the whole results), or any nest that
+      holds one of them.
+    check_temperature: read the samples' temperature (three or four
+      gradients per draw read, up to `check_temperature`'s default number
+      of draws).
+    seed: stateless seed of the reading's probes.
+    stuck_steps: int >= 1; warn about chains whose last this many steps
+      were all rejected.
+    predictions: optional callable of the state returning smooth
+      predictions, as in `tfa.mcmc.sample`.
+
+  Returns:
+    `RunReport`.
+
+  Example:
+    >>> samples, trace = tfp.mcmc.sample_chain(
+    ...     1000, state, kernel=kernel, trace_fn=tfa.mcmc.trace_checks,
+    ...     seed=(0, 1))
+    >>> tfa.mcmc.check_run(kernel, samples, trace)
+  """
+  if kernel_lib.sampler_in(kernel) is None:
+    raise TypeError('`kernel` must be (or wrap) a tfp_adaptive.mcmc kernel. '
+                    'Received: %r' % (kernel,))
+  validation.check_bool('check_temperature', check_temperature)
+  validation.check_int('stuck_steps', stuck_steps)
+  checks = _find_checks(trace)
+  if checks is None:
+    raise ValueError(
+        '`trace` holds no step norms and non-finite counts to check. Run '
+        'sample_chain with trace_fn=tfa.mcmc.trace_checks (or keep it '
+        'beside your own: trace_fn=lambda s, r: (mine(s, r), '
+        'tfa.mcmc.trace_checks(s, r))). Received a trace of type %s.'
+        % (type(trace).__name__,))
+  last = lambda x: np.asarray(x)[-1]
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    final = RunChecks(None, last(checks.num_nonfinite),
+                      last(checks.num_unmoved))
+    driver.check_finite(kernel, final, stuck_steps)
+    counts = driver.report_nonfinite(kernel, final)
+    means = [np.mean(np.asarray(x, np.float64)) for x in checks.step_norms]
+    regime = driver.regime_of(kernel, means, warn=True,
+                           estimates=not check_temperature)[0]
+    readings = None
+    if check_temperature:
+      readings = temperature_lib.check_temperature(
+          kernel, samples, seed=seed, predictions=predictions)
+  for w in caught:
+    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+  return RunReport(regime, readings, counts,
+                   [str(w.message) for w in caught])
