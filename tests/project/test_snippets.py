@@ -48,14 +48,14 @@ _UNSETTLED = 'SampleCollector: the configurational temperature'
 EXPECTED = {'docs/guides/diagnostics.md#5': ('Pareto distribution',),
             'docs/guides/diagnostics.md#3': (
                 'BayesianEnsemble.check_temperature',),
-            'docs/guides/keras.md#1': ('BayesianEnsemble.check_temperature',),
+            'docs/guides/keras.md#2': ('BayesianEnsemble.check_temperature',),
             # TFP's, for any kernel without a Metropolis test; the snippet
             # shows the check that replaces it.
             'docs/guides/kernels.md#3': ('is not calibrated',),
             # The warm start leaves the prior's directions at Adam's scale;
             # the collector's thermometer says so, as both pages tell.
             'docs/getting_started.md#1': (_UNSETTLED,),
-            'docs/guides/keras.md#2': (_UNSETTLED,),
+            'docs/guides/keras.md#3': (_UNSETTLED,),
             # TensorFlow's, because this test process used TensorFlow before
             # the snippet created its strategy; a script that follows the
             # guide creates it at startup.

@@ -187,13 +187,18 @@ class NonfiniteCount(object):
 
   def report(self, optimizer):
     """At the end of `fit`: how many steps were skipped, if any."""
-    if self.total:
-      warnings.warn(
-          '%s: the run ended with %d optimizer step(s) skipped as '
-          'non-finite, out of %d (the weights stayed at their last finite '
-          'values for those steps; `num_nonfinite`). Lower the learning '
-          'rate, or check the data and the model for NaN/Inf.'
-          % (self.who, self.total, int(np.asarray(optimizer.iterations))))
+    report_skipped(self.who, self.total, optimizer)
+
+
+def report_skipped(who, total, optimizer):
+  """Warns, if `total` > 0, that a run ended with `total` of its steps skipped as non-finite."""
+  if total:
+    warnings.warn(
+        '%s: the run ended with %d optimizer step(s) skipped as '
+        'non-finite, out of %d (the weights stayed at their last finite '
+        'values for those steps; `num_nonfinite`). Lower the learning '
+        'rate, or check the data and the model for NaN/Inf.'
+        % (who, total, int(np.asarray(optimizer.iterations))))
 
 
 def raises(optimizer, policy):
