@@ -37,6 +37,8 @@ BENCHMARKS = [
     ('yu_funnel', [], 'Neal\'s funnel (Yu et al.)'),
     ('lecture_regression', [], 'Bayesian linear regression (exact posterior)'),
     ('minibatch_bias', [], 'Minibatches: error against the step size'),
+    ('defaults', [], 'Every kernel at its defaults, step by the documented '
+     'rule'),
     ('regimes', [], 'Regimes: where the samplers are biased'),
     ('panel', [], 'The panel: runs off their target against the warnings'),
     ('thermometer', [], 'The thermometer against the empirical temperature, '
