@@ -49,7 +49,7 @@ def run_moments(kernel, state, steps, burn, seed):
       seed, step_seed = tfp.random.split_seed(seed)
       s, r = kernel.one_step(s, r, seed=step_seed)
       keep = tf.cast(i >= burn, s.dtype)
-      step = driver._find_field(r, 'step_norms')  # pylint: disable=protected-access
+      step = driver.find_field(r, 'step_norms')
       norms = [a + keep * b for a, b in zip(norms, step)]
       return (i + 1, s, r, sx + keep * s,
               sxx + keep * s[:, :, None] * s[:, None, :], norms, seed)
@@ -61,7 +61,7 @@ def run_moments(kernel, state, steps, burn, seed):
     out = tf.while_loop(lambda i, *_: i < burn + steps, body, init)
     return out[3], out[4], tf.reduce_mean(tf.stack(out[5]), 1)  # Pooled.
   sx, sxx, norms = [x.numpy() / steps for x in run(state, seed)]
-  numbers = driver._regime(kernel, norms, warn=False)[0]  # pylint: disable=protected-access
+  numbers = driver.regime_of(kernel, norms, warn=False)[0]
   chains, dim = sx.shape
   sx = sx.reshape(GROUPS, -1, dim).mean(1)
   sxx = sxx.reshape(GROUPS, -1, dim, dim).mean(1)
