@@ -60,7 +60,8 @@ from tfp_adaptive import vocabulary
 from tfp_adaptive.diagnostics import effective_size as ess_lib
 
 __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
-           'TOLERANCE', 'advice', 'advice_per_part', 'confirms',
+           'STEP_SHARE_FACTOR', 'TOLERANCE', 'advice', 'advice_per_part',
+           'confirms', 'not_the_step', 'other_cause',
            'effective_size',
            'final_verdict', 'pooled_effective_size', 'read', 'read_ratio',
            'unless_refuted', 'verdict']
@@ -73,6 +74,10 @@ TOLERANCE = 0.1
 INTERVAL_Z = 3.
 STATIONARITY_Z = 3.
 MIN_EFFECTIVE_SIZE = 10.
+# The heat a step explains: on a Gaussian the virial reads ``1 + drift_ratio``
+# (``ε/4`` of the exact-gradient step, plus the minibatch noise's share);
+# a reading this many times further off is not the step's doing.
+STEP_SHARE_FACTOR = 3.
 
 Reading = collections.namedtuple('Reading', [
     'temperature', 'standard_error', 'effective_size', 'first_half',
@@ -194,7 +199,8 @@ def final_verdict(reading, temperature=1., tolerance=TOLERANCE, final=True):
 
 
 def advice(where, reading, temperature, step_name, adaptive=False,
-           gamma='none', tolerance=TOLERANCE, final=True):
+           gamma='none', tolerance=TOLERANCE, final=True, step_share=None,
+           minibatch=False):
   """The warning for a `reading` judged hot, cold or unsettled (else `None`).
 
   A reading from too few effective draws is not judged for bias. At the
@@ -218,6 +224,11 @@ def advice(where, reading, temperature, step_name, adaptive=False,
     tolerance: relative tolerance on ``τ``.
     final: whether the run has ended (a reading from too few draws is then
       reported when it is clearly off).
+    step_share: optional ``drift_ratio`` of the run, for a virial reading of
+      the whole state: the heat the step explains (`not_the_step`). A hot
+      reading beyond it is said not to be the step's, and the message
+      names what is (`other_cause`).
+    minibatch: whether the gradients were minibatch estimates.
   """
   judged = final_verdict(reading, temperature, tolerance, final)
   if judged in ('accurate', 'too short'):
@@ -234,6 +245,11 @@ def advice(where, reading, temperature, step_name, adaptive=False,
             % (said, reading.first_half, reading.second_half,
                reading.drift_z))
   factor = abs(reading.temperature / temperature - 1.) / tolerance
+  if judged == 'hot' and not_the_step(reading, temperature, step_share):
+    return ('%s: the chain is wider than its target, and its step explains '
+            'about %.2g of that (drift_ratio), so a smaller `%s` will not '
+            'remove it.%s' % (said, step_share, step_name,
+                              other_cause(adaptive, gamma, minibatch)))
   if judged == 'hot':
     text = ('%s: the chain is wider than its target, as from a step too '
             'large for the curvature or the gradient noise. Lower `%s` '
@@ -251,12 +267,61 @@ def advice(where, reading, temperature, step_name, adaptive=False,
              'there, run longer instead.')
   if adaptive and not vocabulary.is_corrected(gamma):
     text += " With an adaptive metric, use gamma='corrected'."
+  elif judged == 'cold' and _metric_holds_gradient(adaptive, gamma,
+                                                   minibatch):
+    text += ' ' + _MINIBATCH_METRIC
   return text
+
+
+def not_the_step(reading, temperature, step_share):
+  """Whether a hot virial `reading` is beyond what a run with this ``drift_ratio`` heats.
+
+  A step heats the virial reading by about ``drift_ratio·τ`` (a Gaussian's
+  directions each by ``ε/4``, minibatch noise by its share); beyond
+  `STEP_SHARE_FACTOR` times that and `INTERVAL_Z` standard errors, lowering
+  the step does not bring it back.
+  """
+  if step_share is None or not np.isfinite(reading.temperature):
+    return False
+  excess = reading.temperature / temperature - 1.
+  return bool(excess > STEP_SHARE_FACTOR * float(step_share) +
+              INTERVAL_Z * reading.standard_error / temperature)
+
+
+_MINIBATCH_METRIC = (
+    "With minibatch gradients the metric's moving average holds the very "
+    "gradient it preconditions, a bias that no step removes: a longer "
+    "average (`preconditioner_decay_rate` 0.9 or more) shrinks it, "
+    "gamma='corrected_lagged' removes its first-order part, and freezing "
+    "the metric after burn-in (`num_adaptation_steps`) or larger "
+    "minibatches remove it.")
+
+
+def _metric_holds_gradient(adaptive, gamma, minibatch):
+  return bool(minibatch and adaptive and vocabulary.is_corrected(gamma) and
+              not vocabulary.lags_metric(gamma))
+
+
+def other_cause(adaptive, gamma, minibatch):
+  """What to change instead of the step when the step does not explain a hot run (a sentence, with a leading space)."""
+  if _metric_holds_gradient(adaptive, gamma, minibatch):
+    return ' ' + _MINIBATCH_METRIC
+  if adaptive and not vocabulary.is_corrected(gamma):
+    return (" With an adaptive metric, use gamma='corrected', or freeze the "
+            "metric after burn-in (`num_adaptation_steps`).")
+  if adaptive:
+    return (" The metric's moving average lags the chain, or rises at a "
+            "cusp where the gradient vanishes: shorten the average "
+            "(`preconditioner_decay_rate`), raise `diagonal_bias`, or freeze "
+            "the metric after burn-in (`num_adaptation_steps`).")
+  return (' A chain that has not reached its target reads so too: run '
+          'longer, with a longer burn-in.')
 
 
 def advice_per_part(readings, whole, where, temperature, step_name,
                     adaptive=False, gamma='none', tolerance=TOLERANCE,
-                    final=True, extra_wholes=()):
+                    final=True, extra_wholes=(), step_share=None,
+                    minibatch=False):
   """`advice` for a run read whole and per part: ``{key: message}`` of the parts to report.
 
   The whole run is reported on first. While it has not settled (or, before
@@ -270,7 +335,11 @@ def advice_per_part(readings, whole, where, temperature, step_name,
     readings: ``{key: Reading}``, the whole run's under `whole`.
     whole: the key of the whole run's reading.
     where: ``key -> str`` naming what was read, for the messages.
-    temperature, step_name, adaptive, gamma, tolerance, final: as `advice`.
+    temperature, step_name, adaptive, gamma, tolerance, final, minibatch:
+      as `advice`.
+    step_share: as `advice`, for the whole run's virial reading only (a
+      part, or the Laplacian form, can read a stiff direction's heat, which
+      the run's mean ``drift_ratio`` understates).
     extra_wholes: keys of other readings of the whole run (the Laplacian
       form), reported like `whole` once it has settled and when they say
       something else (a run that both read hot is reported once), and not
@@ -290,7 +359,8 @@ def advice_per_part(readings, whole, where, temperature, step_name,
                                    final) == 'unsettled':
       continue
     message = advice(where(key), readings[key], temperature, step_name,
-                     adaptive, gamma, tolerance, final)
+                     adaptive, gamma, tolerance, final,
+                     step_share if key == whole else None, minibatch)
     if message:
       out[key] = message
   return out

@@ -173,6 +173,13 @@ class _RegimeMeans(object):
         a + b for a, b in zip(self.sums, values)]
     self.steps += steps
 
+  def regime(self, kernel):
+    """The `Regime` of the means so far, or `None` before any step."""
+    if self.sums is None or self.steps == 0:
+      return None
+    return regime_of(kernel, [np.mean(x) / self.steps for x in self.sums],
+                     warn=False)[0]
+
   def check(self, kernel, warned, estimates=True):
     """Warns once per run when the means so far are outside the regime."""
     if warned or self.sums is None or self.steps == 0:
@@ -302,7 +309,8 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
     seed, temperature_seed = tfp.random.split_seed(seed)
     temperature_lib.check_temperature(kernel, samples, seed=temperature_seed,
                                       max_draws=_reading_draws(kernel, total),
-                                      predictions=predictions)
+                                      predictions=predictions,
+                                      regime=track.regime(kernel))
   return samples, traces, results
 
 

@@ -133,7 +133,7 @@ def check_run(kernel, samples, trace, check_temperature=True, seed=None,
     readings = None
     if check_temperature:
       readings = temperature_lib.check_temperature(
-          kernel, samples, seed=seed, predictions=predictions)
+          kernel, samples, seed=seed, predictions=predictions, regime=regime)
   for w in caught:
     warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
   return RunReport(regime, readings, counts,

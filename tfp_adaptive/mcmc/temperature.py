@@ -32,7 +32,7 @@ MAX_DRAWS = 256  # `check_temperature`'s default; `sample` reads more on long ru
 
 def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
                       seed=None, tolerance=temperature_lib.TOLERANCE,
-                      predictions=None):
+                      predictions=None, regime=None):
   """The configurational temperature of each state part, with a warning when it is off.
 
   ``T = ⟨(θ − θ̄)·∇U(θ)⟩ / D`` over the draws, centred on the mean of all
@@ -86,6 +86,12 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
       logits at some inputs), read by forward-mode derivatives: per draw,
       ``1 + 3·PROBES`` of its evaluations
       (`tfp_adaptive.diagnostics.prediction_force.PROBES`).
+    regime: optional `tfp_adaptive.diagnostics.regime.Regime` of the run
+      (`check_regime`): a whole state reading hotter than its
+      ``drift_ratio`` explains is then said not to be the step's, and the
+      message names the parameter that removes it
+      (`tfp_adaptive.diagnostics.temperature.not_the_step`).
+      `tfa.mcmc.sample` and `tfa.mcmc.check_run` pass it.
 
   Returns:
     dict: ``'overall'`` and each state part's index to its
@@ -149,8 +155,11 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
     gamma = params.get('gamma', 'none')
     where = lambda key: _WHERE.get(key, 'state part %s' % key)
     messages = list(temperature_lib.advice_per_part(
-        readings, 'overall', where, tau, 'step_size', adaptive=adaptive, gamma=gamma, tolerance=tolerance,
-        extra_wholes=('laplacian',)).values())
+        readings, 'overall', where, tau, 'step_size', adaptive=adaptive,
+        gamma=gamma, tolerance=tolerance, extra_wholes=('laplacian',),
+        step_share=_step_share(regime),
+        minibatch=bool(getattr(params.get('target_log_prob_fn'),
+                               'needs_seed', False))).values())
     messages += mean_force.advice_per_part(
         shifts, readings['overall'], where, 'step_size', adaptive, gamma)
     if predicted is not None:
@@ -164,6 +173,13 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
   if predicted is not None:
     readings['predictions'] = predicted
   return readings
+
+
+def _step_share(regime):
+  """The run's pooled ``drift_ratio`` (its largest over chains), or `None`."""
+  if regime is None:
+    return None
+  return float(np.max(np.asarray(regime.drift_ratio, np.float64)))
 
 
 def _blocks(part, leading):
