@@ -3,7 +3,6 @@
 import keras
 import numpy as np
 
-from tfp_adaptive import validation
 from tfp_adaptive.keras import ensemble as ensemble_lib
 from tfp_adaptive.keras import fit_checks
 from tfp_adaptive.keras import members as members_lib

@@ -126,8 +126,12 @@ def check_regime(kernel, step_norms, warn=True):
     >>> tfa.mcmc.check_regime(kernel, norms)
   """
   validation.check_bool('warn', warn)
-  means = [np.mean(np.asarray(x, np.float64)) for x in step_norms]
-  return regime_of(kernel, means, warn)[0]
+  return regime_of(kernel, run_means(step_norms), warn)[0]
+
+
+def run_means(step_norms):
+  """The run means (over steps and chains) of traced `StepNorms`."""
+  return [np.mean(np.asarray(x, np.float64)) for x in step_norms]
 
 
 def regime_of(kernel, means, warn, estimates=True):
@@ -173,19 +177,23 @@ class _RegimeMeans(object):
         a + b for a, b in zip(self.sums, values)]
     self.steps += steps
 
-  def regime(self, kernel):
-    """The `Regime` of the means so far, or `None` before any step."""
+  def means(self):
+    """The run means so far, or `None` before any step."""
     if self.sums is None or self.steps == 0:
       return None
-    return regime_of(kernel, [np.mean(x) / self.steps for x in self.sums],
-                     warn=False)[0]
+    return [np.mean(x) / self.steps for x in self.sums]
+
+  def regime(self, kernel):
+    """The `Regime` of the means so far, or `None` before any step."""
+    means = self.means()
+    return None if means is None else regime_of(kernel, means, warn=False)[0]
 
   def check(self, kernel, warned, estimates=True):
     """Warns once per run when the means so far are outside the regime."""
-    if warned or self.sums is None or self.steps == 0:
+    means = self.means()
+    if warned or means is None:
       return warned
-    return bool(regime_of(kernel, [np.mean(x) / self.steps for x in self.sums],
-                        warn=True, estimates=estimates)[1])
+    return bool(regime_of(kernel, means, warn=True, estimates=estimates)[1])
 
 
 def find_field(results, name):

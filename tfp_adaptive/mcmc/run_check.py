@@ -40,22 +40,28 @@ def trace_checks(state, kernel_results):
   `check_run`, which finds its `RunChecks` in it.
   """
   del state
-  fields = [driver.find_field(kernel_results, name)
-            for name in RunChecks._fields]
-  if any(f is None for f in fields):
+  checks = _checks_in(kernel_results)
+  if checks is None:
     raise TypeError(
         '`trace_checks` reads the results of a tfp_adaptive kernel (or of a '
         'wrapper around one). Received results of type %s.'
         % (type(kernel_results).__name__,))
-  return RunChecks(*fields)
+  return checks
+
+
+def _checks_in(results):
+  """`RunChecks` of our kernel's results in `results` (through wrappers), or `None`."""
+  fields = [driver.find_field(results, name) for name in RunChecks._fields]
+  return None if any(f is None for f in fields) else RunChecks(*fields)
 
 
 def _find_checks(trace):
   """The `RunChecks` (or our kernel results) somewhere in `trace`, or `None`."""
   if isinstance(trace, RunChecks):
     return trace
-  if all(driver.find_field(trace, n) is not None for n in RunChecks._fields):
-    return RunChecks(*[driver.find_field(trace, n) for n in RunChecks._fields])
+  found = _checks_in(trace)
+  if found is not None:
+    return found
   if isinstance(trace, dict):
     items = list(trace.values())
   elif isinstance(trace, (list, tuple)):
@@ -127,9 +133,8 @@ def check_run(kernel, samples, trace, check_temperature=True, seed=None,
                       last(checks.num_unmoved))
     driver.check_finite(kernel, final, stuck_steps)
     counts = driver.report_nonfinite(kernel, final)
-    means = [np.mean(np.asarray(x, np.float64)) for x in checks.step_norms]
-    regime = driver.regime_of(kernel, means, warn=True,
-                           estimates=not check_temperature)[0]
+    regime = driver.regime_of(kernel, driver.run_means(checks.step_norms),
+                              warn=True, estimates=not check_temperature)[0]
     readings = None
     if check_temperature:
       readings = temperature_lib.check_temperature(
