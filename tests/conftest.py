@@ -63,6 +63,7 @@ _LONGEST = (
     'test_regimes.py::test_full_batch_regression',
     'test_keras_distribute.py::test_multi_worker',
     'test_eight_schools.py::test_corrected_sampler_matches_nuts',
+    'test_hierarchical_radon.py::test_adapt_then_freeze_psgld_matches_nuts',
     'test_diagnostics.py::test_ensemble_loo_agrees',
     'test_regression_noise.py::test_diabetes_in_its_own_units',
     'test_regimes.py::test_sample_warns_once',

@@ -109,7 +109,7 @@ def test_corrected_sampler_matches_nuts(name):
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     samples, _, results = tfa.mcmc.sample(
-        kernel, _start(int(256 * scale)), num_results=8000,
+        kernel, _start(int(128 * scale)), num_results=8000,
         num_burnin_steps=40000 // (5 - thin), num_steps_between_results=thin,
         seed=(3, 4), chunk_size=8000, progress=False)
   assert not [w for w in caught if 'lag' in str(w.message) or

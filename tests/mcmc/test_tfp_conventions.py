@@ -5,13 +5,14 @@ parts, a namedtuple or a joint distribution's `StructTuple`, a dict. The
 target is called as TFP's kernels call it (``fn(*state)`` for a list or
 tuple, ``fn(state)`` otherwise) and the chain comes back in the same nest.
 The nest changes nothing else: a chain of a namedtuple or dict state is,
-draw for draw, the chain of its list of parts.
+draw for draw, the chain of its list of parts. A pinned joint
+distribution's `StructTuple` in its default event space, against NUTS:
+`test_hierarchical_radon`.
 """
 
 import collections
 
 import numpy as np
-import pytest
 import tensorflow as tf
 import tensorflow_probability as tfp
 
@@ -47,6 +48,10 @@ def test_a_nest_samples_what_its_list_of_parts_samples():
   as_dict = _run(cls(lambda d: _log_prob(**d), 1e-2),
                  {'loc': loc, 'weights': weights})
   assert isinstance(as_tuple, State) and isinstance(as_dict, dict)
+  samples, _, _ = tfa.mcmc.sample(cls(_log_prob, 1e-2), State(loc, weights),
+                                  30, seed=(3, 4), progress=False,
+                                  check_temperature=False)
+  assert isinstance(samples, State)  # `tfa.mcmc.sample` keeps it too.
   for i, name in enumerate(State._fields):
     assert as_list[i].dtype == tf.float64
     assert as_list[i].shape[:3] == [30, 2, 3]
@@ -58,34 +63,6 @@ def test_a_nest_samples_what_its_list_of_parts_samples():
   listed = read(cls(_log_prob, 1e-2), as_list)
   assert np.isfinite(listed)
   assert read(cls(lambda d: _log_prob(**d), 1e-2), as_dict) == listed
-
-
-@pytest.mark.slow
-def test_a_pinned_joint_distribution_in_its_default_event_space():
-  """TFP's idiom: `experimental_pin`, `TransformedTransitionKernel` with `experimental_default_event_space_bijector()`, a `StructTuple` state; the chain, the reading and `tfa.mcmc.sample` keep it."""
-
-  @tfd.JointDistributionCoroutineAutoBatched
-  def model():
-    scale = yield tfd.HalfNormal(1., name='scale')
-    loc = yield tfd.Normal(0., 1., name='loc')
-    yield tfd.Normal(loc * tf.ones(5), scale, name='y')
-
-  pinned = model.experimental_pin(y=[0.1, -0.3, 0.5, 0.2, 0.0])
-  bijector = pinned.experimental_default_event_space_bijector()
-  unconstrained = bijector.inverse(pinned.sample_unpinned(seed=(0, 1)))
-  init = bijector.forward(tf.nest.map_structure(
-      lambda x: tf.zeros([8], x.dtype) + x, unconstrained))
-  kernel = tfp.mcmc.TransformedTransitionKernel(
-      tfa.mcmc.PSGLD(pinned.unnormalized_log_prob, 1e-2), bijector)
-  draws = _run(kernel, init, steps=100)
-  assert type(draws) is type(init)  # pylint: disable=unidiomatic-typecheck
-  assert draws.scale.shape == [100, 8] and draws.loc.shape == [100, 8]
-  assert np.all(np.asarray(draws.scale) > 0.)  # The constrained space.
-  readings = tfa.mcmc.check_temperature(kernel, draws, warn=False)
-  assert np.isfinite(readings['overall'].temperature)
-  samples, _, _ = tfa.mcmc.sample(kernel, init, 20, seed=(5, 6),
-                                  progress=False, check_temperature=False)
-  assert type(samples) is type(init)  # pylint: disable=unidiomatic-typecheck
 
 
 def _minibatch_target():
