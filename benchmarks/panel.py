@@ -31,6 +31,10 @@ is within 5% by as much, and *unclear* in between (the run is too short
 to tell). The confusion matrix counts them against warned/silent.
 
     python -m benchmarks.panel [--quick]
+    python -m benchmarks.panel --generated [--runs 200] [--seed S] [--quick]
+
+``--generated`` draws the targets and the settings at random
+(`benchmarks.panel_generated`).
 """
 
 import os
@@ -531,7 +535,15 @@ def confusion(rows, key='warned'):
 
 
 def main():
-  args = common.parser(__doc__.splitlines()[0]).parse_args()
+  from benchmarks import panel_generated  # pylint: disable=g-import-not-at-top
+  parser = common.parser(__doc__.splitlines()[0])
+  parser.add_argument('--generated', action='store_true',
+                      help='targets and settings drawn at random '
+                      '(benchmarks.panel_generated)')
+  panel_generated.add_arguments(parser)
+  args = parser.parse_args()
+  if args.generated:
+    return panel_generated.main(args)
   out = common.out_dir(args.out)
   kernel_rows = sweep(args.quick)
   fit_rows = fit_sweep(args.quick)

@@ -125,8 +125,9 @@ def ours_steps(steps):
       'ours SGLD (kernel)': tfa.mcmc.SGLD(log_prob, 1e-6),
       'ours SGHMC (kernel)': tfa.mcmc.SGHMC(log_prob, 1e-6, friction=0.01),
       'ours SGNHT (kernel)': tfa.mcmc.SGNHT(log_prob, 1e-6, diffusion=0.01),
-      'ours PSGLD none (kernel)': tfa.mcmc.PSGLD(log_prob, 1e-6, gamma='none'),
-      'ours PSGLD corrected (kernel)': tfa.mcmc.PSGLD(log_prob, 1e-6),
+      'ours PSGLD none (kernel)': tfa.mcmc.PSGLD(log_prob, 1e-6, 0.95,
+                                                gamma='none'),
+      'ours PSGLD corrected (kernel)': tfa.mcmc.PSGLD(log_prob, 1e-6, 0.95),
   }
   state = [tf.constant(w) for w in init_weights()]
   out = {}

@@ -56,7 +56,7 @@ def test_newton_roots_give_the_eigh_metric(block_size):
 def test_newton_roots_refuse_gamma():
   for gamma in ('original', 'corrected'):
     with pytest.raises(ValueError, match='roots'):
-      tfa.mcmc.ShampooSGRLD(lambda x: -x ** 2, 1e-3, roots='newton',
+      tfa.mcmc.ShampooSGRLD(lambda x: -x ** 2, 1e-3, 0.9995, roots='newton',
                             gamma=gamma)
     with pytest.raises(ValueError, match='roots'):
       tfa.keras.optimizers.ShampooSGRLD(1e-3, roots='newton', gamma=gamma)

@@ -188,7 +188,7 @@ def _steep_wall(x):
 @pytest.mark.slow
 @pytest.mark.parametrize('gamma', ['none', 'corrected'])
 def test_an_overflowing_metric_statistic_is_rejected_not_frozen_in(gamma):
-  kernel = tfa.mcmc.PSGLD(_steep_wall, 0.05, gamma=gamma)
+  kernel = tfa.mcmc.PSGLD(_steep_wall, 0.05, 0.95, gamma=gamma)
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     xs, _, results = tfa.mcmc.sample(kernel, tf.fill([200], 0.5), 2000,

@@ -20,10 +20,10 @@ def _lp_parts(w, b):
 
 KERNELS = {
     'sgld': lambda fn, **kw: tfa.mcmc.SGLD(fn, 0.01, **kw),
-    'psgld': lambda fn, **kw: tfa.mcmc.PSGLD(fn, 0.01, diagonal_bias=1., **kw),
+    'psgld': lambda fn, **kw: tfa.mcmc.PSGLD(fn, 0.01, 0.95, diagonal_bias=1., **kw),
     'wenzel': lambda fn, **kw: tfa.mcmc.WenzelSGLD(fn, 0.01, update_interval=3,
                                                    **kw),
-    'monge': lambda fn, **kw: tfa.mcmc.MongeSGRLD(fn, 0.01, **kw),
+    'monge': lambda fn, **kw: tfa.mcmc.MongeSGRLD(fn, 0.01, 1., 0.9, **kw),
     'shampoo': lambda fn, **kw: tfa.mcmc.ShampooSGRLD(
         fn, 0.01, 0.9, 0.1, update_interval=2, **kw),
     'adam': lambda fn, **kw: tfa.mcmc.AdamSGLD(fn, 0.01, **kw),
@@ -117,7 +117,7 @@ def test_transformed_transition_kernel(name):
 
 @pytest.mark.slow
 def test_one_step_traces_once():
-  kernel = tfa.mcmc.PSGLD(_lp, 0.01)
+  kernel = tfa.mcmc.PSGLD(_lp, 0.01, 0.95)
   count = {'n': 0}
 
   @tf.function(jit_compile=True)
@@ -153,7 +153,7 @@ def test_temperature_scales_noise():
 def test_schedule_callable_and_polynomial_decay():
   sched = tfa.schedules.PolynomialDecay(0.1, 1., 0.55)
   np.testing.assert_allclose(float(sched(tf.constant(9))), 0.1 / 10 ** 0.55)
-  kernel = tfa.mcmc.PSGLD(_lp, sched)
+  kernel = tfa.mcmc.PSGLD(_lp, sched, 0.95)
   out = _run(kernel, tf.zeros([2, 2]))
   assert np.all(np.isfinite(out.numpy()))
 
@@ -297,7 +297,7 @@ def test_nonfinite_raise_is_reported():
 
 @pytest.mark.slow
 def test_sample_driver_chunks_equal_one_chain_length():
-  kernel = tfa.mcmc.PSGLD(_lp, 0.01)
+  kernel = tfa.mcmc.PSGLD(_lp, 0.01, 0.95)
   out, trace, _ = tfa.mcmc.sample(
       kernel, tf.zeros([3, 2]), 30, num_burnin_steps=5,
       num_steps_between_results=1, chunk_size=7, seed=(3, 3), progress=False,
@@ -377,7 +377,7 @@ def test_gamma_on_part_of_the_minibatch_is_unbiased():
 @pytest.mark.slow
 def test_gamma_batch_size_in_a_kernel():
   full, same = _regression_target(), _regression_target(gamma_batch_size=20)
-  run = lambda fn: _run(tfa.mcmc.PSGLD(fn, 1e-3, gamma='corrected'),
+  run = lambda fn: _run(tfa.mcmc.PSGLD(fn, 1e-3, 0.95, gamma='corrected'),
                         tf.zeros([2, 3], tf.float64), jit=True)
   np.testing.assert_allclose(run(same).numpy(), run(full).numpy(), rtol=1e-9)
   part = run(_regression_target(gamma_batch_size=5)).numpy()
@@ -398,7 +398,7 @@ def test_minibatch_log_prob_scales_and_uses_seed():
   assert float(fn(theta, seed=(1, 2))[0]) == float(fn(theta, seed=(1, 2))[0])
   with pytest.raises(ValueError, match='batch_size'):
     tfa.minibatch_log_prob(ll, x, 51)
-  kernel = tfa.mcmc.PSGLD(fn, 1e-3)
+  kernel = tfa.mcmc.PSGLD(fn, 1e-3, 0.95)
   out = _run(kernel, tf.zeros([1]), jit=True)
   assert np.all(np.isfinite(out.numpy()))
 
@@ -408,7 +408,8 @@ def test_hutchinson_probe_is_the_sign_of_the_step_noise(noise_draw_seeds,
                                                         probability):
   """Γ's probe and the injected noise come from one draw (one seed)."""
   seeds = noise_draw_seeds
-  kernel = tfa.mcmc.PSGLD(_lp_parts, 0.01, gamma_probability=probability)
+  kernel = tfa.mcmc.PSGLD(_lp_parts, 0.01, 0.95,
+                          gamma_probability=probability)
   state = [tf.ones([2, 3, 4]), tf.ones([2, 4])]
   results = kernel.bootstrap_results(state)
   for i in range(3):

@@ -59,8 +59,8 @@ def test_friction_one_is_sgld_in_keras():
 METRICS = {
     'PSGLD': dict(preconditioner_decay_rate=0.9, diagonal_bias=0.1),
     'WenzelSGLD': dict(update_interval=2),
-    'MongeSGRLD': dict(alpha2=0.5),
-    'ShampooSGRLD': dict(epsilon=0.1),
+    'MongeSGRLD': dict(alpha2=0.5, preconditioner_decay_rate=0.9),
+    'ShampooSGRLD': dict(epsilon=0.1, preconditioner_decay_rate=0.9995),
 }
 
 

@@ -40,7 +40,7 @@ def test_a_nest_samples_what_its_list_of_parts_samples():
   The nest is packed and unpacked by the kernels' shared base; PSGLD's
   metric state follows the parts.
   """
-  cls = tfa.mcmc.PSGLD
+  cls = lambda fn, h: tfa.mcmc.PSGLD(fn, h, preconditioner_decay_rate=0.95)
   loc = tf.zeros([2, 3], tf.float64)
   weights = tf.zeros([2, 3, 4], tf.float64)
   as_list = _run(cls(_log_prob, 1e-2), [loc, weights])

@@ -107,7 +107,7 @@ def test_a_schedule_keeps_its_shape_under_a_wrapper():
 
 
 def test_metropolis_hastings_is_refused_naming_the_alternatives():
-  kernel = tfp.mcmc.MetropolisHastings(tfa.mcmc.PSGLD(_normal, 1e-2))
+  kernel = tfp.mcmc.MetropolisHastings(tfa.mcmc.PSGLD(_normal, 1e-2, 0.95))
   with pytest.raises(ValueError, match='MetropolisAdjustedLangevinAlgorithm'):
     tfp.mcmc.sample_chain(3, tf.zeros([4, D]), kernel=kernel, trace_fn=None,
                           seed=(1, 2))

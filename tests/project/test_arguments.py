@@ -263,7 +263,7 @@ def test_every_public_constructor_is_in_the_table():
 
 
 def _kernel_state_cases():
-  k = lambda fn: tfa.mcmc.PSGLD(fn, 0.1)
+  k = lambda fn: tfa.mcmc.PSGLD(fn, 0.1, 0.95)
   return [
       ('mixed dtypes', k(lambda a, b: tf.reduce_sum(a, -1)),
        [tf.zeros([3, 2]), tf.zeros([3, 2], tf.float64)], 'one dtype'),

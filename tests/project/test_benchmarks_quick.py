@@ -36,6 +36,9 @@ from tests.conftest import ROOT
      ['--tune', 'corrected', '--metrics', 'RMSprop']),
     ('benchmarks.regimes', ['regimes.md', 'regimes.png'], []),
     ('benchmarks.panel', ['panel.md'], []),
+    # Two drawn runs, a Gaussian and a logistic regression (seed 5).
+    ('benchmarks.panel', ['panel_generated.md'],
+     ['--generated', '--runs', '2', '--seed', '5']),
     ('benchmarks.cyclical', ['cyclical.md'], []),
     ('benchmarks.quality', ['quality.md', 'quality_band.png'], []),
     ('benchmarks.lecture_regression', ['lecture_regression.md',

@@ -50,10 +50,48 @@ _EXAMPLE = """
   Example:
     >>> import tensorflow as tf, tensorflow_probability as tfp
     >>> import tfp_adaptive as tfa
-    >>> k = tfa.mcmc.{name}(lambda x: -0.5 * x**2, step_size=0.01)
+    >>> k = tfa.mcmc.{name}(lambda x: -0.5 * x**2, step_size=0.01{extra})
     >>> xs = tfp.mcmc.sample_chain(100, tf.zeros([8]), kernel=k,
     ...                            trace_fn=None, seed=(1, 2))
 """
+
+
+# The kernels whose metric, at its default moving average and kept adapting,
+# is biased on a target without minibatch noise whatever the step: the
+# average lags the chain, and the RMSprop metric has a cusp where the
+# gradient vanishes (`python -m benchmarks.defaults` measures them).
+# AdamSGLD samples another law by design (its docstring); WenzelSGLD's one
+# scale per part is not biased there.
+_BIASED_ON_EXACT_GRADIENTS = ('PSGLD', 'MongeSGRLD', 'ShampooSGRLD')
+
+
+def _refuse_biased_defaults(spec, parameters, given):
+  """Raises `ValueError` for a default moving average on a target without minibatch noise.
+
+  A target is taken to have minibatch noise when it takes the step's seed
+  (`tfa.minibatch_log_prob`, or any callable with ``needs_seed = True``).
+  The user's own `preconditioner_decay_rate`, or `num_adaptation_steps`
+  (adapt during the burn-in, then freeze: exact as the step shrinks),
+  is accepted; `tfa.mcmc.check_run` judges the run.
+  """
+  if (spec.kernel_name not in _BIASED_ON_EXACT_GRADIENTS or
+      'preconditioner_decay_rate' in given or
+      parameters.get('num_adaptation_steps') is not None or
+      getattr(parameters['target_log_prob_fn'], 'needs_seed', False)):
+    return
+  raise ValueError(
+      '%s: at its default `preconditioner_decay_rate` (%r), a metric that '
+      'keeps adapting is biased on a target without minibatch noise (one '
+      'that takes no seed) whatever the step size: its moving average lags '
+      'the chain, and where the gradient vanishes the metric peaks (a '
+      'standard normal comes out far too narrow). Pass '
+      '`num_adaptation_steps` (the burn-in\'s length: the metric adapts, '
+      'then is frozen, and the chain is exact as the step shrinks; guide '
+      '"Choosing a sampler", "Adapt, then freeze"), or choose '
+      '`preconditioner_decay_rate` yourself (guide "Step sizes and '
+      'regimes"). A target that draws minibatches from the step\'s seed: '
+      '`tfa.minibatch_log_prob`.'
+      % (spec.kernel_name, parameters['preconditioner_decay_rate']))
 
 
 def _kernel_class(spec):
@@ -66,6 +104,7 @@ def _kernel_class(spec):
 
   def __init__(self, *args, **kwargs):
     bound = sig.bind(self, *args, **kwargs)
+    given = set(bound.arguments)
     bound.apply_defaults()
     parameters = dict(bound.arguments)
     parameters.pop('self')
@@ -76,11 +115,15 @@ def _kernel_class(spec):
         parameters.get('gamma', 'none'),
         parameters.get('gamma_estimator', 'hutchinson'),
         parameters['nonfinite'], parameters)
+    _refuse_biased_defaults(spec, parameters, given)
 
   __init__.__signature__ = sig
   doc = '%s\n\n  Args:\n%s\n    (and the common arguments of the module docstring)\n%s' % (
       spec.summary, spec.args_doc() or '    (the common arguments of the '
-      'module docstring)', _EXAMPLE.format(name=spec.kernel_name))
+      'module docstring)', _EXAMPLE.format(
+          name=spec.kernel_name,
+          extra=(',\n    ...                     num_adaptation_steps=50'
+                 if spec.kernel_name in _BIASED_ON_EXACT_GRADIENTS else '')))
   return type(spec.kernel_name, (kernel.AdaptiveSGMCMC,), {
       '__init__': __init__, '__doc__': doc, '__module__': __name__,
       '__qualname__': spec.kernel_name})

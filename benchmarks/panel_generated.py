@@ -1,0 +1,257 @@
+"""The generated panel: targets and settings drawn at random, so that the checks are judged on runs nobody tuned them to.
+
+`benchmarks.panel` holds fixed targets, the ones the checks were built
+on. Here each run draws, from a seed drawn when the command starts and
+printed:
+
+* **a target** from one of two families with exact or NUTS answers:
+  a Gaussian (2 to 20 dimensions, standard deviations log-spaced over a
+  condition number of the covariance up to 1e6, a random rotation and a
+  random mean); or a Bayesian logistic regression on a random subset of
+  scikit-learn's breast cancer data (100 to 569 rows, 3 to 10 of its 30
+  features, each standardised and then scaled by a random factor from
+  0.2 to 5, and an intercept; prior N(0, 1)), full-batch or in random
+  minibatches, against NUTS on the full data;
+* **a sampler and its settings** around the documented ones: SGLD, PSGLD
+  with Γ corrected or its lagged form, PSGLD adapted during the burn-in
+  and then frozen, or Monge corrected; a moving-average decay among 0.5,
+  0.9, 0.95 and 0.99 and a `diagonal_bias` from 1e-3 to 1; the step set
+  by TFP's `SimpleStepSizeAdaptation` (the documented rule) at a target
+  acceptance drawn from 0.6 to 0.95 (drift ratios of about 0.036 to
+  0.004); a run of 2,000 to 8,000 steps, half of them burn-in.
+
+Each run goes through `tfa.mcmc.sample` as a user's would (64 chains);
+its error is `benchmarks.panel.run_error` against the truth (sds and
+means, of the whitened coordinates for the Gaussians and of the logits
+at 50 inputs for the regressions), its warnings what the run said.
+
+Reported: the **miss rate**, among the runs off by more than 10% (beyond
+two standard errors), the share that said nothing, and the **false-alarm
+rate**, among the runs within 5% (by two standard errors), the share that
+warned, each with its 95% Wilson interval (`scipy.stats.binomtest`), over
+all runs and per family. Writes ``panel_generated.md``.
+
+    python -m benchmarks.panel --generated [--runs 200] [--seed S] [--quick]
+    python -m benchmarks.panel_generated [...]       # the same
+"""
+
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_adaptive as tfa
+from benchmarks import common
+from benchmarks import panel
+
+STEPS = (2000, 4000, 8000)
+DECAYS = (0.5, 0.9, 0.95, 0.99)
+SAMPLERS = ('SGLD', 'PSGLD corrected', 'PSGLD corrected_lagged',
+            'PSGLD frozen', 'Monge corrected')
+OFF, WITHIN = 0.10, panel.TOLERANCE
+
+
+def _log_uniform(rng, low, high):
+  return float(np.exp(rng.uniform(np.log(low), np.log(high))))
+
+
+def _rotation(rng, dim):
+  q, r = np.linalg.qr(rng.normal(size=(dim, dim)))
+  return q * np.sign(np.diag(r))
+
+
+def draw_gaussian(rng):
+  """``(description, log_prob, reference, init, project, predictions)`` of a random Gaussian."""
+  dim = int(rng.integers(2, 21))
+  condition = _log_uniform(rng, 1., 1e6)
+  sds = np.sqrt(condition) ** -np.linspace(0., 1., dim)
+  rng.shuffle(sds)
+  rotation = _rotation(rng, dim)
+  cov = (rotation * sds ** 2) @ rotation.T
+  mean = rng.normal(size=dim)
+  prec = tf.constant(np.linalg.inv(cov), tf.float32)
+  mean_t = tf.constant(mean, tf.float32)
+
+  def log_prob(x):
+    d = x - mean_t
+    return -0.5 * tf.einsum('...i,ij,...j->...', d, prec, d)
+  reference, project, _ = panel._gaussian(cov, mean)  # pylint: disable=protected-access
+  # Chains start within a few sds of the mean, as after a rough fit.
+  init = (mean + 2. * (rng.normal(size=(panel.CHAINS, dim)) * sds) @
+          rotation.T).astype(np.float32)
+  return ('Gaussian, D=%d, condition %.2g' % (dim, condition), log_prob,
+          reference, init, project, None)
+
+
+def draw_logistic(rng, nuts_draws):
+  """The same for a random logistic regression, its reference from NUTS."""
+  from sklearn import datasets  # pylint: disable=g-import-not-at-top
+  d = datasets.load_breast_cancer()
+  n = int(rng.integers(100, len(d.target) + 1))
+  k = int(rng.integers(3, 11))
+  rows = rng.choice(len(d.target), n, replace=False)
+  cols = rng.choice(d.data.shape[1], k, replace=False)
+  x = d.data[rows][:, cols]
+  scales = np.exp(rng.uniform(np.log(0.2), np.log(5.), k))
+  x = (x - x.mean(0)) / x.std(0) * scales
+  x = np.concatenate([x, np.ones((n, 1))], 1).astype(np.float32)
+  y = d.target[rows].astype(np.float32)
+  batch = [None, 32, 64, 128][int(rng.integers(4))]
+  xt, yt = tf.constant(x), tf.constant(y)
+
+  def log_lik(parts, data):
+    logits = tf.einsum('nd,...d->...n', data[0], parts[0])
+    return -tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=tf.broadcast_to(data[1], tf.shape(logits)), logits=logits)
+
+  def log_prior(parts):
+    return -0.5 * tf.reduce_sum(parts[0] ** 2, -1)
+
+  def full(w):
+    return tf.reduce_sum(log_lik([w], (xt, yt)), -1) + log_prior([w])
+  inputs = x[rng.choice(n, 50, replace=False)].astype(np.float64)
+  project = panel._coordinates_and(lambda w: w @ inputs.T)  # pylint: disable=protected-access
+  ref = project(panel._nuts_sds(full, tf.zeros([64, x.shape[1]]),  # pylint: disable=protected-access
+                                draws=nuts_draws).numpy())
+  test_inputs = tf.constant(inputs, tf.float32)
+  fn = full if batch is None else tfa.minibatch_log_prob(
+      log_lik, (x, y), batch, log_prior)
+  return ('logistic, n=%d, %d features, batch %s' % (n, k, batch or 'full'),
+          fn, panel._group_moments(ref),  # pylint: disable=protected-access
+          np.zeros([panel.CHAINS, x.shape[1]], np.float32), project,
+          lambda w: tf.einsum('nd,...d->...n', test_inputs, w))
+
+
+def draw_settings(rng, quick):
+  """``(label, factory(fn, h), steps)``: a sampler around the documented settings, its step by the wrapper."""
+  name = SAMPLERS[int(rng.integers(len(SAMPLERS)))]
+  steps = STEPS[int(rng.integers(len(STEPS)))] // (4 if quick else 1)
+  burn = steps // 2
+  decay = DECAYS[int(rng.integers(len(DECAYS)))]
+  bias = _log_uniform(rng, 1e-3, 1.)
+  accept = float(rng.uniform(0.6, 0.95))
+  if name == 'SGLD':
+    build, said = (lambda fn, h: tfa.mcmc.SGLD(fn, h)), ''
+  elif name.startswith('Monge'):
+    build = lambda fn, h: tfa.mcmc.MongeSGRLD(fn, h, 1., decay,
+                                              gamma='corrected')
+    said = 'decay %g' % decay
+  else:
+    frozen = name.endswith('frozen')
+    gamma = 'none' if frozen else name.split()[1]
+    build = lambda fn, h: tfa.mcmc.PSGLD(
+        fn, h, decay, bias, gamma=gamma,
+        num_adaptation_steps=burn if frozen else None)
+    said = 'decay %g, bias %.2g' % (decay, bias)
+  factory = lambda fn, h: tfp.mcmc.SimpleStepSizeAdaptation(
+      build(fn, h), int(0.8 * burn), target_accept_prob=accept)
+  label = '%s (%saccept %.2f, %d steps)' % (
+      name, said + ', ' if said else '', accept, steps)
+  return label, factory, steps
+
+
+def one_run(rng, quick):
+  """One drawn target and sampler, run and judged: a row (dict)."""
+  family = ('gaussian', 'logistic')[int(rng.integers(2))]
+  if family == 'gaussian':
+    target, fn, reference, init, project, predictions = draw_gaussian(rng)
+  else:
+    target, fn, reference, init, project, predictions = draw_logistic(
+        rng, 300 if quick else 1000)
+  label, factory, steps = draw_settings(rng, quick)
+  samples, _, said, seconds = panel.run_one(
+      fn, init, None, factory, 1e-4, steps, 4, False, predictions)
+  err, se, what = panel.run_error(samples, reference, project=project)
+  return dict(family=family, target=target, sampler=label, err=err, se=se,
+              what=what, said=said, seconds=seconds,
+              off=abs(err) - 2. * se > OFF,
+              within=abs(err) + 2. * se <= WITHIN)
+
+
+def rate(rows, among, counted):
+  """``(k, n, low, high)``: the share of `among` rows that are `counted`, its 95% Wilson interval."""
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  pool = [r for r in rows if among(r)]
+  k = sum(bool(counted(r)) for r in pool)
+  if not pool:
+    return 0, 0, float('nan'), float('nan')
+  ci = stats.binomtest(k, len(pool)).proportion_ci(method='wilson')
+  return k, len(pool), float(ci.low), float(ci.high)
+
+
+def _rate_cell(k, n, low, high):
+  return '—' if n == 0 else '%d/%d = %.2f [%.2f, %.2f]' % (k, n, k / n, low,
+                                                          high)
+
+
+def summary(rows):
+  """The miss and false-alarm rates, over all runs and per family."""
+  out = []
+  for name, pick in [('all', lambda r: True),
+                     ('Gaussian', lambda r: r['family'] == 'gaussian'),
+                     ('logistic', lambda r: r['family'] == 'logistic')]:
+    miss = rate(rows, lambda r, p=pick: p(r) and r['off'],
+                lambda r: not r['said'])
+    alarm = rate(rows, lambda r, p=pick: p(r) and r['within'],
+                 lambda r: r['said'])
+    unclear = sum(1 for r in rows if pick(r) and not (r['off'] or
+                                                      r['within']))
+    out.append([name, _rate_cell(*miss), _rate_cell(*alarm), str(unclear)])
+  return out
+
+
+def add_arguments(parser):
+  """The generated panel's options, on `parser`."""
+  parser.add_argument('--runs', type=int, default=None,
+                      help='the number of generated runs (default 200, 8 '
+                      'with --quick)')
+  parser.add_argument('--seed', type=int, default=None,
+                      help='the seed of the generated runs (default: drawn '
+                      'and printed)')
+
+
+def main(args=None):
+  """Runs the generated panel; `args` as `benchmarks.panel --generated` parses them, else the command line's."""
+  if args is None:
+    parser = common.parser(__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args()
+  common.select_device(args.device)
+  out = common.out_dir(args.out)
+  seed = (args.seed if args.seed is not None else
+          int(time.time() * 1e3) % 1000000)
+  print('seed', seed, flush=True)
+  rng = np.random.default_rng(seed)
+  runs = args.runs or (8 if args.quick else 200)
+  rows = []
+  for i in range(runs):
+    rows.append(one_run(rng, args.quick))
+    r = rows[-1]
+    print('%3d %-44s %-62s %s %+.3f ± %.3f  %s' % (
+        i, r['target'], r['sampler'], r['what'], r['err'], r['se'],
+        ', '.join(r['said']) or 'silent'), flush=True)
+  table = [[r['target'], r['sampler'],
+            '%+.3g ± %.2g (%s)' % (r['err'], r['se'], r['what']),
+            'off' if r['off'] else 'within' if r['within'] else 'unclear',
+            ', '.join(r['said']) or '—', '%.1f' % r['seconds']]
+           for r in rows]
+  text = common.markdown_table(
+      ['runs', 'misses (off > 10%, silent)',
+       'false alarms (within 5%, warned)', 'unclear'], summary(rows))
+  common.write_table(
+      os.path.join(out, 'panel_generated.md'),
+      'The generated panel: misses and false alarms on drawn targets',
+      ['target', 'sampler', 'error', 'truth', 'said', 'seconds'], table,
+      note=('Command: `python -m benchmarks.panel --generated%s --runs %d '
+            '--seed %d`. %d chains a run. "off": the deciding error beyond '
+            '10%% by two standard errors; "within": within 5%% by as much. '
+            'Rates with 95%% Wilson intervals:\n\n%s'
+            % (' --quick' if args.quick else '', runs, seed, panel.CHAINS,
+               text)))
+  print(text)
+
+
+if __name__ == '__main__':
+  main()
