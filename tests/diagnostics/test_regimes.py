@@ -120,7 +120,7 @@ def test_cusp_is_flagged_and_biased_and_the_recommended_bias_is_not():
 def test_full_batch_regression_at_the_recommended_settings():
   """Exact posterior sd ≈ 0.035; ``E ĝ² ≈ 800`` per coordinate."""
   fn, cov, mean = regimes._linear_regression()  # pylint: disable=protected-access
-  chains = int(200 * stat_scale()) // 10 * 10
+  chains = int(100 * stat_scale()) // 10 * 10
   init = np.tile(mean, (chains, 1)).astype(np.float32)
   cusp = tfa.mcmc.PSGLD(fn, 1.6e-5, 0.9, 1e-3, gamma='corrected')
   _, _, numbers, messages = _run(cusp, init, 20000)
