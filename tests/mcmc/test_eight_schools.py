@@ -29,6 +29,7 @@ import tensorflow_probability as tfp
 
 import tfp_adaptive as tfa
 from tests.conftest import stat_scale
+from tests.mcmc.against_nuts import jackknife
 
 tfd, tfb = tfp.distributions, tfp.bijectors
 
@@ -58,19 +59,6 @@ def _quantities(samples):
   mu, tau, tt = [np.asarray(s, np.float64) for s in samples]
   theta = mu[..., None] + tau[..., None] * tt
   return np.concatenate([mu[..., None], tau[..., None], theta], -1)
-
-
-def _jackknife(q, groups):
-  """Posterior means and sds with jackknife standard errors over chain groups."""
-  chains = q.shape[1] - q.shape[1] % groups
-  m1 = q[:, :chains].mean(0).reshape(groups, -1, q.shape[-1]).mean(1)
-  m2 = (q[:, :chains] ** 2).mean(0).reshape(groups, -1, q.shape[-1]).mean(1)
-  stat = lambda a, b: np.stack([a, np.sqrt(np.maximum(b - a ** 2, 0.))])
-  full = stat(m1.mean(0), m2.mean(0))
-  loo = np.stack([stat(np.delete(m1, g, 0).mean(0), np.delete(m2, g, 0).mean(0))
-                  for g in range(groups)])
-  se = np.sqrt((groups - 1) / groups * ((loo - loo.mean(0)) ** 2).sum(0))
-  return full, se
 
 
 def _nuts_kernel():
@@ -116,7 +104,7 @@ def test_corrected_sampler_matches_nuts(name):
               'temperature' in str(w.message)], [str(w.message) for w in caught]
   assert int(np.sum(results.inner_results.num_nonfinite)) == 0
   ours = _quantities(samples)
-  (est_o, se_o), (est_n, se_n) = _jackknife(ours, 32), _jackknife(nuts, 16)
+  (est_o, se_o), (est_n, se_n) = jackknife(ours, 32), jackknife(nuts, 16)
   z = (est_o - est_n) / np.sqrt(se_o ** 2 + se_n ** 2)
   names = ['mu', 'tau'] + ['theta_%d' % j for j in range(8)]
   report = {'%s %s' % (k, n): (round(float(est_o[i, j]), 3),

@@ -22,8 +22,6 @@ accuracy the regime's tolerance stands for, 5% of the posterior sd (guide
 within: the wrapper sets the step, not the test.
 """
 
-import warnings
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -31,6 +29,8 @@ import tensorflow_probability as tfp
 
 import tfp_adaptive as tfa
 from tests.conftest import stat_scale
+from tests.mcmc.against_nuts import assert_run_is_silent
+from tests.mcmc.against_nuts import jackknife
 
 tfd = tfp.distributions
 
@@ -76,19 +76,6 @@ def _quantities(draws):
                                     'sigma_y')] + [a], -1)
 
 
-def _jackknife(q, groups):
-  """Posterior means and sds with jackknife standard errors over chain groups."""
-  chains = q.shape[1] - q.shape[1] % groups
-  m1 = q[:, :chains].mean(0).reshape(groups, -1, q.shape[-1]).mean(1)
-  m2 = (q[:, :chains] ** 2).mean(0).reshape(groups, -1, q.shape[-1]).mean(1)
-  stat = lambda a, b: np.stack([a, np.sqrt(np.maximum(b - a ** 2, 0.))])
-  full = stat(m1.mean(0), m2.mean(0))
-  loo = np.stack([stat(np.delete(m1, g, 0).mean(0),
-                       np.delete(m2, g, 0).mean(0)) for g in range(groups)])
-  se = np.sqrt((groups - 1) / groups * ((loo - loo.mean(0)) ** 2).sum(0))
-  return full, se
-
-
 def _nuts(chains, draws):
   kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(
       tfp.mcmc.TransformedTransitionKernel(
@@ -121,14 +108,9 @@ def test_adapt_then_freeze_psgld_matches_nuts():
   draws, trace = run()
   assert type(draws) is type(_init(1))  # pylint: disable=unidiomatic-typecheck
   assert draws.z.shape == [steps, 128, COUNTIES]
-  with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter('always')
-    report = tfa.mcmc.check_run(kernel, draws, trace, seed=(7, 8))
-  assert not np.any(report.num_nonfinite)
-  assert not report.warnings, report.warnings
-  assert not [w for w in caught if 'tfp_adaptive' in w.filename]
-  (ours, se_o), (ref, se_n) = (_jackknife(_quantities(draws), 16),
-                               _jackknife(nuts, 16))
+  assert_run_is_silent(kernel, draws, trace)
+  (ours, se_o), (ref, se_n) = (jackknife(_quantities(draws), 16),
+                               jackknife(nuts, 16))
   allowed = 4.5 * np.sqrt(se_o ** 2 + se_n ** 2) + 0.05 * ref[1]
   names = ['mu_a', 'sigma_a', 'floor_effect', 'sigma_y'] + [
       'a_%d' % j for j in range(COUNTIES)]

@@ -17,8 +17,6 @@ standard errors (over groups of chains) plus 5% of the posterior sd, the
 accuracy the regime's tolerance stands for.
 """
 
-import warnings
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -26,7 +24,8 @@ import tensorflow_probability as tfp
 
 import tfp_adaptive as tfa
 from tests.conftest import stat_scale
-from tests.mcmc.test_hierarchical_radon import _jackknife
+from tests.mcmc.against_nuts import assert_run_is_silent
+from tests.mcmc.against_nuts import jackknife
 
 tfd = tfp.distributions
 
@@ -90,7 +89,7 @@ SAMPLERS = {
 @pytest.mark.parametrize('name', sorted(SAMPLERS))
 def test_minibatch_chains_match_nuts(name):
   scale = stat_scale()
-  ref, se_n = _jackknife(_nuts(16, int(400 * scale)), 16)
+  ref, se_n = jackknife(_nuts(16, int(400 * scale)), 16)
   target = tfa.minibatch_log_prob(log_likelihood, (X, Y), batch_size=64,
                                   log_prior_fn=log_prior)
   kernel = tfp.mcmc.SimpleStepSizeAdaptation(
@@ -103,12 +102,7 @@ def test_minibatch_chains_match_nuts(name):
         int(12000 * scale), start, kernel=kernel, num_burnin_steps=4000,
         trace_fn=tfa.mcmc.trace_checks, seed=(5, 6))
   draws, trace = run()
-  with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter('always')
-    report = tfa.mcmc.check_run(kernel, draws, trace, seed=(7, 8))
-  assert not np.any(report.num_nonfinite)
-  assert not report.warnings, report.warnings
-  assert not [w for w in caught if 'tfp_adaptive' in w.filename]
-  ours, se_o = _jackknife(draws.numpy(), 16)
+  assert_run_is_silent(kernel, draws, trace)
+  ours, se_o = jackknife(draws.numpy(), 16)
   allowed = 4.5 * np.sqrt(se_o ** 2 + se_n ** 2) + 0.05 * ref[1]
   assert np.all(np.abs(ours - ref) < allowed), (ours, ref, allowed)
