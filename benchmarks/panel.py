@@ -218,7 +218,7 @@ def _mlp():
 
 
 def _eight_schools():
-  from tests import test_eight_schools as es  # pylint: disable=g-import-not-at-top
+  from tests.mcmc import test_eight_schools as es  # pylint: disable=g-import-not-at-top
   ref = es._nuts(64, 2000)  # pylint: disable=protected-access
   return (es._log_prob, _group_moments(_flat(ref, es.BIJECTORS)),  # pylint: disable=protected-access
           es._start(CHAINS), es.BIJECTORS)  # pylint: disable=protected-access

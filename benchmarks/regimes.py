@@ -201,10 +201,11 @@ def eight_schools(quick):
   """
   if quick:
     return []
-  from tests import test_eight_schools as es  # pylint: disable=g-import-not-at-top
+  from tests.mcmc import test_eight_schools as es  # pylint: disable=g-import-not-at-top
+  from tests.mcmc.against_nuts import jackknife  # pylint: disable=g-import-not-at-top
   chains, draws = 64, 2000
   nuts = es._quantities(es._nuts(32, 1000))  # pylint: disable=protected-access
-  (ref, ref_se) = es._jackknife(nuts, 16)  # pylint: disable=protected-access
+  (ref, ref_se) = jackknife(nuts, 16)
   configs = [
       ('PSGLD α=0.5 bias=0.001', [1e-3, 5e-3], lambda h: tfa.mcmc.PSGLD(
           es._log_prob, h, 0.5, 1e-3, gamma='corrected')),  # pylint: disable=protected-access
@@ -226,7 +227,7 @@ def eight_schools(quick):
           trace_fn=lambda _, r: r.inner_results.step_norms)
       numbers = tfa.mcmc.check_regime(kernel, norms, warn=False)
       numbers = regime.Regime(*[float(np.max(v)) for v in numbers])
-      est, se = es._jackknife(es._quantities(samples), 16)  # pylint: disable=protected-access
+      est, se = jackknife(es._quantities(samples), 16)  # pylint: disable=protected-access
       rel = est[1] / ref[1] - 1.
       rel_se = np.sqrt(se[1] ** 2 + ref_se[1] ** 2) / ref[1]
       k = int(np.argmax(np.abs(rel)))
