@@ -21,6 +21,7 @@ from tfp_adaptive.keras import data_arrays
 from tfp_adaptive.keras import distribute
 from tfp_adaptive.keras import ensemble as ensemble_lib
 from tfp_adaptive.keras import fit_checks
+from tfp_adaptive.keras import frozen_part
 from tfp_adaptive.keras import gamma_train_step
 from tfp_adaptive.keras import health
 from tfp_adaptive.keras import likelihoods
@@ -170,6 +171,7 @@ class SampleCollector(keras.callbacks.Callback):
     self._pending = False
     self._checks = fit_checks.FitChecks('SampleCollector')
     self._fingerprint = None
+    self._frozen = None  # The frozen part of the last sample, shared.
     self._writes = True
     self._burnin_checked = True
 
@@ -345,6 +347,8 @@ class SampleCollector(keras.callbacks.Callback):
         return
       cycle = int(stages.cycle(step - 1))
     values = [np.array(v.numpy()) for v in self.model.weights]
+    self._frozen = frozen_part.snapshot(self.model, values, self._frozen)
+    values = frozen_part.with_part(values, self._frozen)
     if not all(np.all(np.isfinite(a)) for a in values
                if np.issubdtype(a.dtype, np.floating)):
       self._skip(step, 'non-finite weights')
@@ -372,9 +376,12 @@ class SampleCollector(keras.callbacks.Callback):
     """Puts the sample in `slot`; with a directory, file first, then the manifest."""
     if self._run is not None:
       member = self._run.write_member(
-          step, lr, [v.path for v in self.model.weights], values, cycle)
+          step, lr, [v.path for v in self.model.weights], values, cycle,
+          self._frozen)
     else:
-      member = members_lib.Member(step, lr, values, None, cycle=cycle)
+      member = members_lib.Member(
+          step, lr, values, None, cycle=cycle,
+          frozen=None if self._frozen is None else self._frozen.digest)
     if slot < len(self.members):
       self.members[slot] = member
     else:

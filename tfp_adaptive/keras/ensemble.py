@@ -13,6 +13,7 @@ and shape, never by Keras' automatic variable names.
 """
 
 import collections
+import contextlib
 import warnings
 
 import numpy as np
@@ -23,6 +24,7 @@ from tfp_adaptive import validation
 from tfp_adaptive.diagnostics import temperature as temperature_lib
 from tfp_adaptive.keras import ensemble_files
 from tfp_adaptive.keras import ensemble_temperature
+from tfp_adaptive.keras import frozen_part
 from tfp_adaptive.keras import health
 from tfp_adaptive.keras import likelihoods
 from tfp_adaptive.keras import predictive
@@ -72,6 +74,7 @@ class BayesianEnsemble(object):
                                          noise_variance)
     self.weighting = validation.check_choice('weighting', weighting,
                                              WEIGHTINGS)
+    self._split = None  # `(frozen_part.split_model(...),)` once computed.
 
   def __len__(self):
     return len(self.members)
@@ -96,19 +99,55 @@ class BayesianEnsemble(object):
     of `Member`), in that order (default: all).
     """
     self._build(x)
-    original = [v.numpy() for v in self.model.weights]
-    try:
+    with self._weights_restored():
       for member in self.members if members is None else members:
         assign_weights(self.model, member_values(member))
         yield self.model
+
+  @contextlib.contextmanager
+  def _weights_restored(self):
+    original = [v.numpy() for v in self.model.weights]
+    try:
+      yield
     finally:
       for v, value in zip(self.model.weights, original):
         v.assign(value)
 
   def _outputs(self, x, batch_size):
-    """Yields ``(w_s, raw output of member s on x)``."""
-    for w, model in zip(self.member_weights(), self.iterate_members(x)):
-      yield w, outputs(model, x, batch_size)
+    """Yields ``(w_s, raw output of member s on x)``.
+
+    Members that share a frozen first part (`frozen_part.split_model`)
+    have it computed once on `x`; each applies only its head to its output.
+    """
+    self._build(x)
+    cut = self._cut(x)
+    if cut is None:
+      for w, model in zip(self.member_weights(), self.iterate_members(x)):
+        yield w, outputs(model, x, batch_size)
+      return
+    base, head, positions = cut
+    variables, features = self.model.weights, {}
+    with self._weights_restored():
+      for w, member in zip(self.member_weights(), self.members):
+        values = member_values(member)
+        if member.frozen is None or member.frozen not in features:
+          assign_weights(self.model, values)
+          if member.frozen is None:
+            yield w, outputs(self.model, x, batch_size)
+            continue
+          features[member.frozen] = outputs(base, x, batch_size)
+        else:
+          for i in positions:
+            variables[i].assign(values[i])
+        yield w, outputs(head, features[member.frozen], batch_size)
+
+  def _cut(self, x):
+    """The model cut after its frozen first part, when members store one (else `None`)."""
+    if not any(m.frozen for m in self.members):
+      return None
+    if self._split is None:
+      self._split = (frozen_part.split_model(self.model, x),)
+    return self._split[0]
 
   def _predictive(self, x, y, batch_size):
     acc = predictive.Predictive(self.likelihood, y)

@@ -14,6 +14,7 @@ import warnings
 
 import keras
 
+from tfp_adaptive.keras import frozen_part
 from tfp_adaptive.keras import members as members_lib
 from tfp_adaptive.keras import sample_files
 from tfp_adaptive.keras import sample_store
@@ -48,12 +49,15 @@ def save(ensemble, directory):
     sample_files.atomic_write(store.path('model.json'),
                               lambda f: json.dump(config, f), binary=False)
     names = [v.path for v in ensemble.model.weights]
-    entries = [store.write_arrays(
-        sample_store.sample_name(m.step), members_lib.member_values(m),
-        {'names': names, 'step': m.step, 'learning_rate': m.learning_rate},
-        step=int(m.step), learning_rate=m.learning_rate)
-               for m in ensemble.members]
+    entries, part = [], None
+    for m in ensemble.members:
+      values = members_lib.member_values(m)
+      part = frozen_part.snapshot(ensemble.model, values, part)
+      entries.append(store.write_sample(
+          int(m.step), values, names, {'learning_rate': m.learning_rate},
+          part, learning_rate=m.learning_rate))
     store.commit({'samples': entries,
+                  'frozen': store.frozen_entries(entries),
                   'members': [e['file'] for e in entries],
                   'likelihood': ensemble.likelihood.get_config(),
                   'weighting': ensemble.weighting})
@@ -128,11 +132,15 @@ def _read_consistently(store, model, chain, repair):
 def _read_members(store, manifest, model, chain, repair, keep_weights):
   """The members `manifest` lists (verified), then the unlisted sample files."""
   entries = {e['file']: e for e in manifest['samples']}
-  members, dropped = [], []
+  members, dropped, verified = [], [], set()
   for name in manifest['members']:
     try:
       file = store.verify(entries[name])
-      values, _ = sample_files.read_arrays(file)
+      frozen = store.frozen_entry(manifest, entries[name])
+      if frozen is not None and frozen['file'] not in verified:
+        store.verify(frozen)
+        verified.add(frozen['file'])
+      values = sample_files.read_sample(file)
     except sample_files.SampleFileError as e:
       if not repair:
         raise
@@ -143,7 +151,8 @@ def _read_members(store, manifest, model, chain, repair, keep_weights):
     e = entries[name]
     members.append(members_lib.Member(
         e['step'], e.get('learning_rate', 1.),
-        values if keep_weights else None, file, chain, e.get('cycle')))
+        values if keep_weights else None, file, chain, e.get('cycle'),
+        frozen_part.digest_of(e)))
   if not keep_weights:  # A live run's next sample may not be listed yet.
     members += _unlisted_members(store, manifest, model, chain, repair)
   return members, dropped
@@ -157,12 +166,13 @@ def _unlisted_members(store, manifest, model, chain, repair):
     path = store.path(name)
     if repair:
       try:
-        values, meta = sample_files.read_arrays(path)
+        meta = sample_files.read_metadata(path)
+        values = sample_files.read_sample(path)
         if model.weights:
           members_lib.check_structure(model, values, path)
         taken.append(members_lib.Member(
             int(meta['step']), meta.get('learning_rate', 1.), None, path,
-            chain, meta.get('cycle')))
+            chain, meta.get('cycle'), frozen_part.digest_of(meta)))
         continue
       except (sample_files.SampleFileError, ValueError, KeyError) as e:
         why += '; not taken in: %s' % e

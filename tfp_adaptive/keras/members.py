@@ -18,11 +18,14 @@ __all__ = ['Member', 'PREDICT_ROWS', 'assign_weights', 'check_structure',
 
 # One posterior sample: the step it was taken at, the learning rate then,
 # either its weights (a list in `model.weights` order) or the file holding
-# them, the index of the chain (sample directory) it came from, and the
-# cycle of a cyclical schedule it was taken in (`None` without one).
+# them, the index of the chain (sample directory) it came from, the cycle
+# of a cyclical schedule it was taken in (`None` without one), and the
+# digest of its frozen part (`tfp_adaptive.keras.frozen_part`: the frozen
+# layers' variables, stored once and shared by the members with the same
+# digest; `None` when nothing is stored apart).
 Member = collections.namedtuple('Member', ['step', 'learning_rate', 'weights',
-                                           'path', 'chain', 'cycle'],
-                                defaults=[0, None])
+                                           'path', 'chain', 'cycle', 'frozen'],
+                                defaults=[0, None, None])
 
 
 PREDICT_ROWS = 1024  # Rows per compiled call when `batch_size` is not given.
@@ -50,7 +53,7 @@ def member_values(member):
   """The member's weights as a list in ``model.weights`` order."""
   if member.weights is not None:
     return member.weights
-  return sample_files.read_arrays(member.path)[0]
+  return sample_files.read_sample(member.path)
 
 
 def check_structure(model, values, where='a member'):

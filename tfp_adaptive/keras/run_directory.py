@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import keras
 
+from tfp_adaptive.keras import frozen_part
 from tfp_adaptive.keras import members as members_lib
 from tfp_adaptive.keras import optimizer_base
 from tfp_adaptive.keras import sample_files
@@ -85,16 +86,20 @@ class RunDirectory(object):
           'continue it, or overwrite=True to delete them and start again.'
           % store.directory)
 
-  def write_member(self, step, learning_rate, names, values, cycle=None):
-    """Writes one sample's file and returns its `Member` (listed at the next `commit`)."""
+  def write_member(self, step, learning_rate, names, values, cycle=None,
+                   part=None):
+    """Writes one sample's file and returns its `Member` (listed at the next `commit`).
+
+    `part`: the model's `FrozenPart`, stored once apart (`None`: every
+    variable in the sample's file).
+    """
     tags = {} if cycle is None else {'cycle': cycle}
-    entry = self.store.write_arrays(
-        sample_store.sample_name(step), values,
-        dict({'names': names, 'step': step, 'learning_rate': learning_rate},
-             **tags),
-        step=step, learning_rate=learning_rate, **tags)
+    entry = self.store.write_sample(
+        step, values, names, dict({'learning_rate': learning_rate}, **tags),
+        part, learning_rate=learning_rate, **tags)
     member = members_lib.Member(step, learning_rate, None,
-                                 self.store.path(entry['file']), cycle=cycle)
+                                 self.store.path(entry['file']), cycle=cycle,
+                                 frozen=None if part is None else part.digest)
     self._entries[member.path] = entry
     return member
 
@@ -115,6 +120,7 @@ class RunDirectory(object):
         members=[self._entries[m.path]['file'] for m in
                  sorted(members, key=lambda m: m.step)],
         pinned=sorted(e['file'] for e in self._pinned.values()),
+        frozen=self.store.frozen_entries(listed.values()),
         likelihood=likelihood.get_config(), weighting=weighting,
         identity=sample_store.run_identity(model))
     self.store.commit(manifest)
@@ -212,12 +218,17 @@ class RunDirectory(object):
             'Manifest %s does not list %s, a member of its checkpoint %s.'
             % (store.path(sample_store.MANIFEST), name, checkpoint))
       path = store.verify(entries[name])
+      frozen = store.frozen_entry(manifest, entries[name])
+      if frozen is not None:
+        store.verify(frozen)
       members.append(members_lib.Member(
           entries[name]['step'], entries[name]['learning_rate'], None, path,
-          cycle=entries[name].get('cycle')))
+          cycle=entries[name].get('cycle'),
+          frozen=frozen_part.digest_of(entries[name])))
       self._entries[path] = entries[name]
     self._pinned = dict(self._entries)
     self._manifest = dict(manifest)
+    store.adopt_frozen(manifest)
     return meta, own, members
 
 

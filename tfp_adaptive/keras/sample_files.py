@@ -16,7 +16,7 @@ import zipfile
 import numpy as np
 
 __all__ = ['SampleFileError', 'atomic_write', 'read_arrays', 'read_metadata',
-           'write_arrays']
+           'read_sample', 'write_arrays']
 
 _META = '__metadata__'
 
@@ -92,3 +92,49 @@ def read_arrays(path):
                           'names %d.' % (path, len(arrays),
                                          len(metadata['names'])))
   return arrays, metadata
+
+
+def read_sample(path):
+  """A member's values in ``model.weights`` order, its frozen part merged in.
+
+  A sample of a model with frozen layers holds only the variables that
+  vary; its metadata names their positions (``indices``), the number of
+  the model's variables (``num_variables``) and the file of the frozen
+  part (``frozen``, in the same directory), which is read once and shared
+  (`tfp_adaptive.keras.frozen_part`). Any other sample holds them all.
+  """
+  arrays, meta = read_arrays(path)
+  if not meta.get('frozen'):
+    return arrays
+  frozen_path = os.path.join(os.path.dirname(path), meta['frozen'])
+  frozen, frozen_meta = _read_frozen(frozen_path)
+  try:
+    values = [None] * int(meta['num_variables'])
+    for i, a in zip(meta['indices'], arrays):
+      values[i] = a
+    for i, a in zip(frozen_meta['indices'], frozen):
+      values[i] = a
+  except (KeyError, IndexError, TypeError, ValueError) as e:
+    raise SampleFileError('Sample file %s and its frozen part %s do not fit '
+                          'together (%s: %s).' % (path, frozen_path,
+                                                  type(e).__name__, e)) from None
+  if any(v is None for v in values) or len(arrays) != len(meta['indices']):
+    raise SampleFileError('Sample file %s and its frozen part %s do not hold '
+                          'every variable once.' % (path, frozen_path))
+  return values
+
+
+_FROZEN_CACHE = {}  # (path, size, mtime) -> (arrays, metadata); a few parts.
+
+
+def _read_frozen(path):
+  try:
+    stat = os.stat(path)
+  except FileNotFoundError:
+    raise SampleFileError('Frozen part %s does not exist.' % path) from None
+  key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+  if key not in _FROZEN_CACHE:
+    if len(_FROZEN_CACHE) >= 4:
+      _FROZEN_CACHE.pop(next(iter(_FROZEN_CACHE)))
+    _FROZEN_CACHE[key] = read_arrays(path)
+  return _FROZEN_CACHE[key]

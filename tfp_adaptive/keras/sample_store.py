@@ -2,7 +2,10 @@
 
 The directory holds sample files (``sample_<step>.npz``), checkpoints
 (``checkpoint_<step>_<epoch>.npz``), the model's config (``model.json``) and one
-``manifest.json``, the only record of what is committed. Every file is
+``manifest.json``, the only record of what is committed. A model with
+frozen layers has their variables stored once, in ``frozen_<digest>.npz``,
+which the manifest lists beside the samples that use it
+(`tfp_adaptive.keras.frozen_part`). Every file is
 written atomically (`sample_files.atomic_write`). The write-ahead rule:
 
 1. write the new sample or checkpoint file;
@@ -41,16 +44,19 @@ import filelock
 from tfp_adaptive.keras import sample_files
 
 __all__ = ['MANIFEST', 'RUN', 'SampleStore', 'check_identity',
-           'checkpoint_name', 'entry_for', 'file_run_id', 'is_deletable',
-           'run_identity', 'sample_name']
+           'checkpoint_name', 'entry_for', 'file_run_id', 'frozen_name',
+           'is_deletable', 'run_identity', 'sample_name']
 
 MANIFEST = 'manifest.json'
 RUN = 'run.json'
 FORMAT = 'tfp_adaptive.samples/1'
 _OURS = re.compile(r'^(sample_\d{10}\.npz|checkpoint_\d{10}_\d{6}\.npz|model\.json|'
+                   r'frozen_[0-9a-f]{16}\.npz|'
                    r'manifest\.json|run\.json|\.tmp-.*|\.lock|\.owner\.json)$')
 _SAMPLE = re.compile(r'^sample_\d{10}\.npz$')
-_DELETABLE = re.compile(r'^(sample_\d{10}\.npz|checkpoint_\d{10}_\d{6}\.npz|\.tmp-.*)$')
+_FROZEN = re.compile(r'^frozen_[0-9a-f]{16}\.npz$')
+_DELETABLE = re.compile(r'^(sample_\d{10}\.npz|checkpoint_\d{10}_\d{6}\.npz|'
+                        r'frozen_[0-9a-f]{16}\.npz|\.tmp-.*)$')
 
 
 def _sha256(path):
@@ -79,6 +85,7 @@ class SampleStore(object):
     self._lock = None
     self._reported = set()
     self._run_id = None  # Read from `run.json` once it exists.
+    self._frozen = {}  # Frozen parts written or listed: file name -> entry.
 
   def path(self, name):
     return os.path.join(self.directory, name)
@@ -199,6 +206,7 @@ class SampleStore(object):
     if manifest is None:
       return set()
     names = {e['file'] for e in manifest.get('samples', [])}
+    names.update(e['file'] for e in manifest.get('frozen', []))
     if manifest.get('checkpoint'):
       names.add(manifest['checkpoint']['file'])
     return names
@@ -220,6 +228,7 @@ class SampleStore(object):
           _DELETABLE.match(name) and run_id is not None and
           file_run_id(full) == run_id):
         os.remove(full)
+        self._frozen.pop(name, None)  # Written again if a sample needs it.
       elif _DELETABLE.match(name):
         self._report(name, 'a file of our naming pattern that this run did '
                      'not write and the manifest does not list (another '
@@ -255,6 +264,7 @@ class SampleStore(object):
       if _OURS.match(name) and name not in ('.lock', '.owner.json'):
         os.remove(self.path(name))
     self._run_id = None  # `run.json` is gone; the next claim draws anew.
+    self._frozen = {}
 
   # -- files ----------------------------------------------------------------
   def write_arrays(self, name, arrays, metadata, **fields):
@@ -263,6 +273,54 @@ class SampleStore(object):
     sample_files.write_arrays(path, arrays, dict(metadata,
                                                  run_id=self.run_id))
     return entry_for(path, **fields)
+
+  def write_sample(self, step, values, names, metadata, part=None, **fields):
+    """Writes the sample of `step` and returns its manifest entry.
+
+    With a `FrozenPart` (`tfp_adaptive.keras.frozen_part`), the sample
+    holds only the variables outside it; the part's own file is written
+    first, once per directory (its name is its digest), and the entry
+    names it (``frozen``), so that `frozen_entries` lists it beside.
+    """
+    metadata = dict(metadata, step=step)
+    if part is not None:
+      name = frozen_name(part.digest)
+      if name not in self._frozen:
+        self._frozen[name] = self.write_arrays(
+            name, part.arrays, {'names': [names[i] for i in part.indices],
+                                'indices': list(part.indices),
+                                'digest': part.digest})
+      held = [i for i in range(len(values)) if i not in set(part.indices)]
+      metadata.update(names=[names[i] for i in held], indices=held,
+                      num_variables=len(values), frozen=name)
+      values = [values[i] for i in held]
+      fields['frozen'] = name
+    else:
+      metadata['names'] = names
+    return self.write_arrays(sample_name(step), values, metadata, step=step,
+                             **fields)
+
+  def frozen_entries(self, entries):
+    """The manifest entries of the frozen parts that sample `entries` use."""
+    used = sorted({e['frozen'] for e in entries if e.get('frozen')})
+    return [self._frozen[name] for name in used]
+
+  def adopt_frozen(self, manifest):
+    """Takes the frozen parts a committed `manifest` lists as written."""
+    for e in (manifest or {}).get('frozen', []):
+      self._frozen[e['file']] = e
+
+  def frozen_entry(self, manifest, entry):
+    """The manifest's entry of the frozen part a sample `entry` uses, or `None`."""
+    name = entry.get('frozen')
+    if not name:
+      return None
+    for e in manifest.get('frozen', []):
+      if e['file'] == name:
+        return e
+    raise sample_files.SampleFileError(
+        'Manifest %s lists no frozen part %s, which sample %s uses.'
+        % (self.path(MANIFEST), name, entry['file']))
 
   def verify(self, entry):
     """Raises `SampleFileError` unless the entry's file is whole and unchanged."""
@@ -334,6 +392,10 @@ def is_deletable(name):
   return bool(_DELETABLE.match(name))
 
 
+def frozen_name(digest):
+  return 'frozen_%s.npz' % digest
+
+
 def sample_name(step):
   return 'sample_%010d.npz' % step
 
@@ -366,3 +428,13 @@ def _check_manifest(manifest, path):
     bad('members listed twice')
   if not set(members) <= seen:
     bad('members %s have no sample entry' % sorted(set(members) - seen))
+  frozen = manifest.get('frozen', [])
+  if not isinstance(frozen, list) or not all(
+      isinstance(e, dict) and isinstance(e.get('file'), str) and
+      _FROZEN.match(e['file']) and isinstance(e.get('size'), int) and
+      isinstance(e.get('sha256'), str) for e in frozen):
+    bad('malformed frozen parts %r' % (frozen,))
+  parts = {e['file'] for e in frozen}
+  missing = sorted({e['frozen'] for e in samples if e.get('frozen')} - parts)
+  if missing:
+    bad('samples use frozen parts %s it does not list' % missing)
