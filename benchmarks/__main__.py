@@ -49,6 +49,7 @@ BENCHMARKS = [
     ('calibration', [], 'Priors under the single-chain recipe'),
     ('quality', [], 'Ensemble quality against an Adam deep ensemble'),
     ('ensemble_memory', [], 'Memory of an ensemble on disk'),
+    ('frozen_base', [], 'Sampling part of a model: a frozen base'),
     ('chains', [], 'Chain parallelism: K processes'),
     ('yu_tables', ['--seeds', '2'], 'Bayesian MLP on digits (Yu et al.\'s '
      'protocol)'),

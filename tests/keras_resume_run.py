@@ -44,7 +44,8 @@ def build(seed=FIXED):
   ``seed=FIXED`` seeds Keras globally and the optimizer with 1. ``None``:
   no seed anywhere but the layers' own initializers (so the weights start
   the same in every process), the optimizer draws its seed as a user's
-  would; an int is that optimizer seed.
+  would; an int is that optimizer seed. These two also put a frozen
+  layer first, whose weights the directory stores once.
   """
   rng = np.random.default_rng(0)
   x = rng.normal(size=(100, 4)).astype('float32')
@@ -54,8 +55,11 @@ def build(seed=FIXED):
     init = lambda k: 'glorot_uniform'
   else:
     init = lambda k: keras.initializers.GlorotUniform(seed=k)
-  model = keras.Sequential([
-      keras.Input((4,)),
+  # The runs without fixed seeds sample the head of a frozen first layer
+  # (stored once per directory: `tfp_adaptive.keras.frozen_part`).
+  base = [] if seed == FIXED else [
+      keras.layers.Dense(6, kernel_initializer=init(4), trainable=False)]
+  model = keras.Sequential([keras.Input((4,))] + base + [
       keras.layers.Dense(8, activation='tanh', kernel_initializer=init(1)),
       keras.layers.Dropout(0.2, seed=None if seed == FIXED else 2),
       keras.layers.Dense(1, kernel_initializer=init(3))])

@@ -52,7 +52,8 @@ def _committed(directory):
   store = sample_store.SampleStore(directory)
   manifest = store.read_manifest()
   if manifest is not None:
-    for entry in manifest['samples'] + [manifest['checkpoint']]:
+    for entry in (manifest['samples'] + manifest.get('frozen', []) +
+                  [manifest['checkpoint']]):
       store.verify(entry)
   return manifest
 
@@ -177,6 +178,11 @@ def _soak(tmp_path, kills, seed=FIXED, reader=False):
   _same_files(ref_dir, d, a['members'])
   _same_files(ref_dir, d, [a['checkpoint']['file']])
   assert _samples(d) == sorted(b['members'])  # Nothing left over.
+  # A frozen first layer is stored once, the same in both runs.
+  frozen = sorted(n for n in os.listdir(d) if n.startswith('frozen_'))
+  assert frozen == [e['file'] for e in b.get('frozen', [])]
+  assert len(frozen) == (0 if seed == FIXED else 1)
+  _same_files(ref_dir, d, frozen)
   assert not [n for n in os.listdir(d) if n.startswith('.tmp-')]
   if watcher:
     assert watcher.loads > 0 and not watcher.failures, (watcher.loads,
@@ -190,5 +196,8 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
 
 @pytest.mark.slow
 def test_sigkill_without_seeds_with_a_reader_loading_throughout(tmp_path):
-  """The guide's recipe with no seed anywhere: each resume takes the recorded seed."""
+  """The guide's recipe with no seed anywhere: each resume takes the recorded seed.
+
+  Its model has a frozen first layer, stored once in the directory.
+  """
   _soak(tmp_path, max(KILLS // 3, 4), seed=None, reader=True)

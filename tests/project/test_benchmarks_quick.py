@@ -40,6 +40,7 @@ from tests.conftest import ROOT
     ('benchmarks.panel', ['panel_generated.md'],
      ['--generated', '--runs', '2', '--seed', '5']),
     ('benchmarks.cyclical', ['cyclical.md'], []),
+    ('benchmarks.frozen_base', ['frozen_base.md'], []),
     ('benchmarks.quality', ['quality.md', 'quality_band.png'], []),
     ('benchmarks.lecture_regression', ['lecture_regression.md',
                                        'lecture_batch.png', 'lecture_tau.png'],
