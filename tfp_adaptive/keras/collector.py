@@ -7,7 +7,6 @@ is all `fit` needs. Steps are the optimizer's iteration counter, so a resumed
 run continues the schedule.
 """
 
-import hashlib
 import os
 import warnings
 
@@ -346,14 +345,12 @@ class SampleCollector(keras.callbacks.Callback):
       if not bool(stages.sampling(step - 1)):
         return
       cycle = int(stages.cycle(step - 1))
-    values = [np.array(v.numpy()) for v in self.model.weights]
-    self._frozen = frozen_part.snapshot(self.model, values, self._frozen)
-    values = frozen_part.with_part(values, self._frozen)
+    values, self._frozen = frozen_part.take(self.model, self._frozen)
     if not all(np.all(np.isfinite(a)) for a in values
                if np.issubdtype(a.dtype, np.floating)):
       self._skip(step, 'non-finite weights')
       return
-    fingerprint = _fingerprint(values)
+    fingerprint = members_lib.fingerprint(values)
     if fingerprint == self._fingerprint:
       self._skip(step, 'the same weights as the previous sample (the '
                  'optimizer did not move)')
@@ -498,10 +495,3 @@ class SampleCollector(keras.callbacks.Callback):
           zip(running['fields'], running_arrays)))
     self._commit()  # Drops the samples taken after the checkpoint.
     return self._epoch
-
-
-def _fingerprint(values):
-  digest = hashlib.sha1()
-  for a in values:
-    digest.update(np.ascontiguousarray(a).data)
-  return digest.hexdigest()

@@ -24,7 +24,7 @@ import numpy as np
 import keras
 
 __all__ = ['FrozenPart', 'digest', 'digest_of', 'frozen_indices', 'snapshot',
-           'split_model', 'with_part']
+           'split_model', 'take', 'with_part']
 
 # The frozen variables of a model: their positions in ``model.weights``
 # (sorted), their values (one array each, shared by every member that
@@ -80,6 +80,16 @@ def snapshot(model, values, previous=None):
           for a, b in zip(arrays, previous.arrays))):
     return previous
   return FrozenPart(digest(arrays), indices, [np.array(a) for a in arrays])
+
+
+def take(model, previous=None):
+  """``(values, part)``: a copy of ``model.weights``, its frozen positions shared with `part`.
+
+  `part` is `snapshot`'s (`previous` when the frozen values are unchanged).
+  """
+  values = [np.array(v.numpy()) for v in model.weights]
+  part = snapshot(model, values, previous)
+  return with_part(values, part), part
 
 
 def with_part(values, part):

@@ -6,6 +6,7 @@ and shape, never by Keras' automatic variable names.
 """
 
 import collections
+import hashlib
 
 import numpy as np
 import tensorflow as tf
@@ -14,7 +15,7 @@ from tfp_adaptive import validation
 from tfp_adaptive.keras import sample_files
 
 __all__ = ['Member', 'PREDICT_ROWS', 'assign_weights', 'check_structure',
-           'member_values', 'outputs']
+           'fingerprint', 'member_values', 'outputs']
 
 # One posterior sample: the step it was taken at, the learning rate then,
 # either its weights (a list in `model.weights` order) or the file holding
@@ -77,3 +78,11 @@ def assign_weights(model, values):
   check_structure(model, values)
   for v, a in zip(model.weights, values):
     v.assign(a)
+
+
+def fingerprint(values):
+  """SHA-1 of the arrays' bytes: two samples with the same weights have the same."""
+  digest = hashlib.sha1()
+  for a in values:
+    digest.update(np.ascontiguousarray(a).data)
+  return digest.hexdigest()
