@@ -12,8 +12,10 @@ SGLD run on random data. Reported, for K members:
   forward pass of the whole model plus K passes of the head alone (the
   floor of computing the base once), and against K passes of the whole
   model (the member-by-member prediction, which a model without a
-  frozen first part gets). Times are the best of several interleaved
-  rounds in one run.
+  frozen first part gets). Both the whole pass and the head's are timed
+  as the ensemble's member-by-member passes run (`predict_on_batch` on
+  1,024 rows at a time).
+  Times are the best of several interleaved rounds in one run.
 
     python -m benchmarks.frozen_base [--quick]
 """
@@ -79,14 +81,14 @@ def measure(members, rounds):
                        for n in names if n.startswith('frozen_'))
     head_bytes = sum(v.numpy().nbytes for v in model.trainable_weights)
     whole_bytes = sum(v.numpy().nbytes for v in model.weights)
-    base, head, _ = ensemble._cut(x)  # pylint: disable=protected-access
-    features = members_lib.outputs(base, x)
+    cut = ensemble._cut(x)  # pylint: disable=protected-access
+    features = members_lib.outputs(cut.base, x)
     timings = {}
     uncut = type(ensemble)(model, ensemble.members)
     uncut._split = (None,)  # pylint: disable=protected-access
     fns = {'ensemble': lambda: ensemble.predict(x),
            'forward': lambda: members_lib.outputs(model, x),
-           'head': lambda: members_lib.outputs(head, features),
+           'head': lambda: members_lib.outputs(cut.head, features),
            'uncut': lambda: uncut.predict(x)}
     for _ in range(rounds):  # Interleaved: each keeps its best.
       for name, fn in fns.items():
@@ -97,7 +99,7 @@ def measure(members, rounds):
   return dict(members=members, head_bytes=head_bytes,
               whole_bytes=whole_bytes, sample_bytes=max(sample_bytes),
               frozen_bytes=frozen_bytes, base_weights=int(sum(
-                  np.prod(v.shape) for v in base.weights)),
+                  np.prod(v.shape) for v in cut.base.weights)),
               predict=timings['ensemble'], floor=floor,
               forward=timings['forward'], head=timings['head'],
               uncut=timings['uncut'])

@@ -208,3 +208,40 @@ class _Subclassed(keras.Model):
 def _softmax(logits):
   z = np.exp(logits - logits.max(-1, keepdims=True))
   return z / z.sum(-1, keepdims=True)
+
+
+@pytest.mark.slow
+def test_members_of_two_bases_and_a_sampled_batch_norm(run):
+  """Members on different frozen bases: each group gets its own base pass.
+
+  The second run's head has a batch normalisation that trains, whose
+  moving statistics vary by member and are stored with each member.
+  """
+  x, y, base, _, streamed, _ = run
+  other = keras.models.clone_model(base)
+  other.set_weights([w * 1.1 for w in base.get_weights()])
+  other.trainable = False
+  keras.utils.set_random_seed(4)
+  inputs = keras.Input((64,))
+  h = keras.layers.BatchNormalization()(other(inputs, training=False))
+  model = keras.Model(inputs, keras.layers.Dense(10)(h))
+  model.compile(tfa.keras.optimizers.PSGLD(2e-4, data_size=len(x), seed=4),
+                keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  collector = tfa.keras.SampleCollector(burnin=2, unit='epoch', monitor=False)
+  model.fit(x, y, batch_size=100, epochs=5, verbose=0, callbacks=[collector])
+  second = collector.ensemble
+  moving = [i for i, v in enumerate(model.weights) if 'moving_mean' in v.path
+            and v.path.startswith('batch_norm')]
+  assert moving and not np.array_equal(second.members[0].weights[moving[0]],
+                                       second.members[-1].weights[moving[0]])
+  assert second.members[0].frozen != streamed.members[0].frozen
+  # Members on another base (its values scaled) beside them: two groups.
+  indices = frozen_part.frozen_indices(model)
+  scaled = [np.float32(0.9) * second.members[0].weights[i] for i in indices]
+  moved = [m._replace(weights=frozen_part.with_part(
+      m.weights, frozen_part.FrozenPart('0' * 16, indices, scaled)),
+                      frozen='0' * 16) for m in second.members[:2]]
+  mixed = tfa.keras.BayesianEnsemble(model, moved + second.members + moved)
+  np.testing.assert_allclose(mixed.predict_members(x),
+                             _softmax(_whole_model_outputs(mixed, x)),
+                             rtol=1e-5, atol=1e-6)

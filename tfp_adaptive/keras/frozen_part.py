@@ -21,9 +21,12 @@ import hashlib
 import warnings
 
 import numpy as np
+import tensorflow as tf
 import keras
 
-__all__ = ['FrozenPart', 'digest', 'digest_of', 'frozen_indices', 'snapshot',
+from tfp_adaptive.keras import members
+
+__all__ = ['Cut', 'FrozenPart', 'digest', 'digest_of', 'frozen_indices', 'snapshot',
            'split_model', 'take', 'with_part']
 
 # The frozen variables of a model: their positions in ``model.weights``
@@ -102,16 +105,52 @@ def with_part(values, part):
   return values
 
 
-def split_model(model, x, rtol=1e-5):
-  """``(base, head, head_positions)`` cutting `model` after its frozen first part, or `None`.
+class Cut(collections.namedtuple('Cut', ['base', 'head', 'base_positions',
+                                         'positions'])):
+  """A model cut after its frozen first part (`split_model`).
 
   `base` maps the model's inputs to the output of its last leading frozen
-  layer, `head` maps that output to the model's outputs, and
-  `head_positions` are the positions in ``model.weights`` of the head's
-  variables. `None` when the model has no frozen first part with weights,
-  when it cannot be cut there (a subclassed model, branches that skip the
-  cut, a layer called twice), or when ``head(base(x))`` differs from
-  ``model(x)`` on the first rows of `x` by more than `rtol`.
+  layer, `head` maps that output to the model's outputs;
+  `base_positions` and `positions` are the positions in ``model.weights``
+  of their variables. Both run as stateless calls on a member's values:
+  the model's own variables are neither read nor written.
+  """
+  __slots__ = ()
+
+  def features(self, values, x, rows):
+    """The base's output on `x` with a member's `values`: tensors of `rows` rows each."""
+    call = _compiled(self.base, stacked=False)
+    weights = [tf.convert_to_tensor(values[p]) for p in self.base_positions]
+    n = len(tf.nest.flatten(x)[0])
+    return [call(weights, tf.nest.map_structure(
+        lambda a, i=i: tf.convert_to_tensor(a[i:i + rows]), x))
+            for i in range(0, n, rows)]
+
+  def heads_outputs(self, values, features):
+    """Each member's head outputs (NumPy) on `features`, all members in one compiled call.
+
+    `values`: the members' values (``model.weights`` order). The heads'
+    variables are stacked on a leading member axis and the head's
+    stateless call is vectorised over it (`tf.vectorized_map`), so that no
+    member's weights are assigned to the model.
+    """
+    call = _compiled(self.head, stacked=True)
+    stacked = [tf.convert_to_tensor(np.stack([v[p] for v in values]))
+               for p in self.positions]
+    parts = [call(stacked, chunk) for chunk in features]
+    out = tf.nest.map_structure(
+        lambda *a: np.concatenate([t.numpy() for t in a], 1), *parts)
+    return [tf.nest.map_structure(lambda a, k=k: a[k], out)
+            for k in range(len(values))]
+
+
+def split_model(model, x, rtol=1e-5):
+  """The `Cut` of `model` after its frozen first part, or `None`.
+
+  `None` when the model has no frozen first part with weights, when it
+  cannot be cut there (a subclassed model, branches that skip the cut, a
+  layer called twice), or when ``head(base(x))`` differs from ``model(x)``
+  on the first rows of `x` by more than `rtol`.
   """
   layers = list(getattr(model, 'layers', []))
   if not hasattr(model, 'inputs') or not layers:
@@ -142,10 +181,43 @@ def split_model(model, x, rtol=1e-5):
       parts, whole, rtol=rtol, atol=rtol * (1. + np.abs(whole).max())):
     return None
   position = {id(v): i for i, v in enumerate(model.weights)}
+  base_positions = [position.get(id(v)) for v in base.weights]
   head_positions = [position.get(id(v)) for v in head.weights]
-  if None in head_positions:
+  if None in base_positions + head_positions:
     return None
-  return base, head, head_positions
+  return Cut(base, head, base_positions, head_positions)
+
+
+_CALLS = {}  # (id(model), stacked) -> (model, its compiled stateless call).
+
+
+def _compiled(model, stacked):
+  """``(variables, inputs) -> outputs``, compiled; with `stacked`, vectorised over a leading member axis of the variables."""
+  key = (id(model), stacked)
+  if key in _CALLS and _CALLS[key][0] is model:
+    return _CALLS[key][1]
+  where = {id(v): i for i, v in enumerate(model.weights)}
+  trainable = [where[id(v)] for v in model.trainable_variables]
+  # Variables that are not weights (a dropout layer's seed state) keep
+  # their own value.
+  fixed = [(where.get(id(v)), v) for v in model.non_trainable_variables]
+
+  def one(values, inputs):
+    out, _ = model.stateless_call(
+        [values[i] for i in trainable],
+        [v.value if i is None else values[i] for i, v in fixed], inputs,
+        training=False)
+    return out
+
+  if stacked:
+    call = tf.function(lambda values, inputs: tf.vectorized_map(
+        lambda v: one(v, inputs), values), reduce_retracing=True)
+  else:
+    call = tf.function(one, reduce_retracing=True)
+  if len(_CALLS) >= 16:
+    _CALLS.pop(next(iter(_CALLS)))
+  _CALLS[key] = (model, call)
+  return call
 
 
 def _single(tensors):
