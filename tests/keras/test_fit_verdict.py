@@ -61,3 +61,44 @@ def test_the_old_words_of_the_collector_still_work_with_a_deprecation():
 def test_monitor_must_be_a_bool_or_a_monitor(bad):
   with pytest.raises(TypeError, match='monitor'):
     tfa.keras.SampleCollector(monitor=bad)
+
+
+def test_a_run_too_short_to_read_says_so_with_the_length_it_needs():
+  """A 128-step `fit` with two members is returned with a warning naming the length it needs.
+
+  Nothing can read such a run: the live reading needs more steps and
+  epochs after burn-in, and there are too few members to read them. It
+  must not come back without a word, whatever its step. The epochs
+  needed are exact: one to centre the reading, the monitor's burn-in,
+  then ``max(2·window, ⌈min_steps / steps per epoch⌉)`` epochs.
+  """
+  import keras  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(256, 5)).astype('float32')
+  y = (x @ np.ones(5) + 0.1 * rng.normal(size=256)).astype('float32')
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(1)])
+  model.compile(tfa.keras.optimizers.SGLD(1e-8, data_size=256, seed=0),
+                'mse')
+  collector = tfa.keras.SampleCollector(burnin=2, unit='epoch')
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    model.fit(x, y, batch_size=16, epochs=8, verbose=0,
+              callbacks=[collector])
+  assert int(model.optimizer.iterations) == 128
+  assert collector.verdict.verdict == 'unread'
+  said = [str(w.message) for w in caught if 'too short' in str(w.message)]
+  assert len(said) == 1, [str(w.message) for w in caught]
+  thermometer = collector._readings.thermometer  # pylint: disable=protected-access
+  first = max(thermometer.burnin_epochs - 1, 0)
+  needed = 1 + first + max(2 * thermometer.window, -(-500 // 16))
+  assert 'at least %d epochs in all' % needed in said[0]
+  assert 'training_data' in said[0]
+  # Run that long, it is read (and so not called too short).
+  collector = tfa.keras.SampleCollector(burnin=2, unit='epoch')
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    model.fit(x, y, batch_size=16, epochs=needed, verbose=0,
+              callbacks=[collector])
+  assert collector.verdict.verdict != 'unread'
+  assert not [w for w in caught if 'too short' in str(w.message)]

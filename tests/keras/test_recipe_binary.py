@@ -43,8 +43,9 @@ def test_breast_cancer_with_the_readme_recipe_matches_adam():
   as many epochs as the chain's warm start and sampling together. The
   ensemble's mean test log-likelihood is at least Adam's less two
   standard errors of their pointwise difference (the quality benchmark's
-  "matches"), its accuracy above 0.9, and the only warning the
-  collector's thermometer saying the chain has not settled."""
+  "matches"), its accuracy above 0.9, and the only warnings the
+  collector's thermometer saying the chain has not settled and the run
+  too short to read."""
   x, y, xt, yt = _data()
   model = _model(0)
   model.compile(keras.optimizers.Adam(3e-3), 'binary_crossentropy')
@@ -57,7 +58,11 @@ def test_breast_cancer_with_the_readme_recipe_matches_adam():
     warnings.simplefilter('always')
     model.fit(x, y, epochs=20, verbose=0, callbacks=[
         tfa.keras.CurvatureCalibration((x, y), epochs=2), collector])
-  only_unsettled(caught)
+  # 400 rows in batches of 32 are 13 steps an epoch: 18 epochs after
+  # burn-in are too few steps for the live reading, and the run says so.
+  short = [w for w in caught if 'too short to tell' in str(w.message)]
+  assert len(short) == 1
+  only_unsettled([w for w in caught if w not in short])
   ours = collector.ensemble.predict(xt)
   adam = _model(1)
   adam.compile(keras.optimizers.Adam(1e-3), 'binary_crossentropy')

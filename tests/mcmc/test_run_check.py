@@ -6,6 +6,7 @@ SGLD on a standard normal with exact gradients samples the variance
 well inside it.
 """
 
+import re
 import warnings
 
 import numpy as np
@@ -85,3 +86,43 @@ def test_a_trace_without_the_checks_is_refused_naming_trace_checks():
     tfa.mcmc.check_run(kernel, samples, trace)
   with pytest.raises(TypeError, match='tfp_adaptive'):
     tfa.mcmc.check_run(tfp.mcmc.RandomWalkMetropolis(_normal), samples, trace)
+
+
+def test_a_run_too_short_to_read_says_so_with_the_length_it_needs():
+  """A run too short to read is told, with how many times longer to run; following that, it gets read.
+
+  Two chains of 30 draws at a small step (an autocorrelation time of
+  about ``4/h = 800`` steps) move too little to read: their states have
+  fewer effective draws than a reading needs, whatever the virials' own.
+  The warning says so (too short, or not settled when the reading is
+  clearly off) and names a factor, a lower bound from so short a run.
+  Running that many times longer, again as told, the run is read within a
+  few rounds, and then reads the temperature of SGLD at this step
+  (``1/(1 − h/4)``, within the 10% tolerance).
+  """
+  kernel = tfa.mcmc.SGLD(_normal, 0.005)
+
+  def run(steps):
+    start = tf.random.stateless_normal([2, D], seed=(5, 6))
+    with warnings.catch_warnings():
+      warnings.simplefilter('ignore')  # TFP's "not calibrated".
+      return tf.function(lambda: tfp.mcmc.sample_chain(
+          steps, start, kernel=kernel, trace_fn=tfa.mcmc.trace_checks,
+          seed=(1, 2)), jit_compile=True)()
+  longer = re.compile(r'[Rr]un at least (\d+) times as many draws')
+  steps, told = 30, []
+  for _ in range(6):
+    samples, trace = run(steps)
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter('always')
+      report = tfa.mcmc.check_run(kernel, samples, trace, seed=(3, 4))
+    said = [longer.search(str(w.message)) for w in caught]
+    said = [m for m in said if m]
+    if not said:
+      break
+    assert len(said) == 1
+    told.append(int(said[0].group(1)))
+    assert told[-1] > 1
+    steps *= told[-1]
+  assert told and not said, (told, steps)
+  assert abs(report.temperature['overall'].temperature - 1.) < 0.1

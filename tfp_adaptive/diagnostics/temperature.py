@@ -61,7 +61,7 @@ from tfp_adaptive.diagnostics import effective_size as ess_lib
 
 __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
            'STEP_SHARE_FACTOR', 'TOLERANCE', 'advice', 'advice_per_part',
-           'confirms', 'not_the_step', 'other_cause',
+           'confirms', 'not_the_step', 'other_cause', 'too_short',
            'effective_size',
            'final_verdict', 'pooled_effective_size', 'read', 'read_ratio',
            'unless_refuted', 'verdict']
@@ -238,12 +238,17 @@ def advice(where, reading, temperature, step_name, adaptive=False,
                                           reading.standard_error, temperature,
                                           reading.effective_size))
   if judged == 'unsettled':
+    longer = ('run longer, with a longer burn-in' if
+              reading.effective_size >= MIN_EFFECTIVE_SIZE else
+              'run at least %d times as many %s, with a longer burn-in' % (
+                  _times_too_short(reading),
+                  'epochs' if step_name == 'learning_rate' else 'draws'))
     return ('%s and has not settled: the first half of the run reads %.3g, '
             'the second %.3g (%.1f standard errors apart). The chain has not '
             'reached its stationary distribution, so its samples are not yet '
-            'draws from the target: run longer, with a longer burn-in.'
+            'draws from the target: %s.'
             % (said, reading.first_half, reading.second_half,
-               reading.drift_z))
+               reading.drift_z, longer))
   factor = abs(reading.temperature / temperature - 1.) / tolerance
   if judged == 'hot' and not_the_step(reading, temperature, step_share):
     return ('%s: the chain is wider than its target, and its step explains '
@@ -354,6 +359,9 @@ def advice_per_part(readings, whole, where, temperature, step_name,
     keys += [k for k in extra_wholes if k in readings and final_verdict(
         readings[k], temperature, tolerance, final) != whole_said]
   out = {}
+  if final and whole_said == 'too short':
+    return {whole: too_short(where(whole), readings[whole],
+                             keras=step_name == 'learning_rate')}
   for key in keys:
     if not final and final_verdict(readings[key], temperature, tolerance,
                                    final) == 'unsettled':
@@ -364,6 +372,28 @@ def advice_per_part(readings, whole, where, temperature, step_name,
     if message:
       out[key] = message
   return out
+
+
+def too_short(where, reading, keras=False):
+  """The warning of a run whose reading has too few effective draws to be judged, with the length it needs.
+
+  `keras`: the run is a `fit`, read per epoch (else a kernel's draws).
+  """
+  times = _times_too_short(reading)
+  more = ('epochs after burn-in' if keras else
+          'draws after burn-in (or as many more chains)')
+  return ('the configurational temperature of %s reads %.3g ± %.2g from '
+          '%.1f effective draws, fewer than the %d it takes to judge it: the '
+          'run is too short to tell whether its draws are from the target. '
+          'Run at least %d times as many %s (an estimate from so short a '
+          'run: it may take more).'
+          % (where, reading.temperature, reading.standard_error,
+             reading.effective_size, MIN_EFFECTIVE_SIZE, times, more))
+
+
+def _times_too_short(reading):
+  """How many times longer a run must be for `reading` to have the effective draws it takes."""
+  return int(np.ceil(MIN_EFFECTIVE_SIZE / max(reading.effective_size, 1e-3)))
 
 
 def _ratio(numerators, denominators, shared_noise):

@@ -122,6 +122,10 @@ class CollectorReadings(object):
       self.verdict = fit_verdict.combine(
           opt.statistics.regime, self.live.get('temperature'),
           self.member_readings, opt.temperature)
+      if (self.verdict.verdict == 'unread' and self.thermometer is not None
+          and self.thermometer.shortfall() is not None):
+        # (A run read from too few effective draws is told by its monitor.)
+        warnings.warn(_unread(self.thermometer, self.training_data))
 
   def _read_members(self, ensemble):
     """The members' temperatures in both forms on `training_data`, warned on by the kernels' rule."""
@@ -134,3 +138,17 @@ class CollectorReadings(object):
     except ValueError as e:  # Too few members a chain.
       warnings.warn('SampleCollector: the members\' temperature was not '
                     'read on `training_data`: %s' % e)
+
+
+def _unread(thermometer, training_data):
+  """The warning of a `fit` too short to be read, with the length it needs."""
+  steps, epochs, needed = thermometer.shortfall()
+  members = ('' if training_data is not None else
+             ', or pass `training_data=(x, y)` to have the members read')
+  return ('SampleCollector: this run was too short to tell whether its '
+          'members are samples of the posterior; they are returned '
+          'unchecked: the temperature is read over at least %d steps and %d '
+          'epochs after burn-in, and it ran %d steps in %d epochs after '
+          'burn-in: run `fit` for at least %d epochs in all%s.'
+          % (thermometer.min_steps, 2 * thermometer.window, steps, epochs,
+             needed, members))

@@ -268,6 +268,22 @@ class SamplerMonitor(keras.callbacks.Callback):
     opt.statistics.release(self)
     self._driven = False  # A collector drives it again at its next `fit`.
 
+  def shortfall(self):
+    """`None` when `fit` ran long enough to be judged, else ``(steps, epochs, epochs_needed)``.
+
+    ``steps`` and ``epochs``: what the run read after burn-in;
+    ``epochs_needed``: the epochs of a `fit` (burn-in included) that
+    reach `min_steps` steps and ``2·window`` epochs after it at this
+    run's steps per epoch.
+    """
+    first = max(self.burnin_epochs - 1, 0)
+    steps, epochs = sum(self._steps[first:]), max(len(self._steps) - first, 0)
+    if steps >= self.min_steps and epochs >= 2 * self.window:
+      return None
+    per_epoch = max(self._steps or [(self.params or {}).get('steps') or 1])
+    after = max(2 * self.window, -(-self.min_steps // per_epoch))
+    return steps, epochs, 1 + first + after
+
   def _judge(self, opt, final):
     """Reads every key over the epochs since burn-in; warns once per key that is off.
 

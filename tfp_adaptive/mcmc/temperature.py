@@ -133,6 +133,7 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
     readings[k] = temperature_lib.read(v, size, shared)
   shifts = {k: mean_force.read(-_blocks(g, v.ndim), _blocks(p, v.ndim), shared)
             for k, (p, g, v) in enumerate(zip(parts, grads, virials))}
+  _too_short_if_the_state_is(readings, parts, virials[0].ndim)
   chain_ndims = virials[0].ndim - 1
   # The second differences' steps, for the Laplacian and the predictions.
   scales = _spread_scales(parts, chain_ndims)
@@ -173,6 +174,34 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
   if predicted is not None:
     readings['predictions'] = predicted
   return readings
+
+
+def _too_short_if_the_state_is(readings, parts, leading):
+  """Caps the whole state's effective draws at the states' own, when those are fewer than a reading needs.
+
+  The virials are centred on the mean of the draws: from chains that have
+  hardly moved, that centre is the states' own and the reading is biased
+  low (by about one over the states' effective size), however many
+  effective draws the virial series itself has. The states' effective
+  size is the median over coordinates of the multi-chain estimate
+  (`tfp.mcmc.effective_sample_size` across chains, which counts chains
+  that have not mixed with each other as few draws). Such a run is too
+  short to read (`tfp_adaptive.diagnostics.temperature.too_short`); from
+  so short a run, the estimate is an upper bound.
+  """
+  state = np.concatenate([_blocks(p, leading) for p in parts], -1)
+  if state.shape[1] >= 2:
+    size = tfp.mcmc.effective_sample_size(
+        tf.constant(state, tf.float64), cross_chain_dims=1)
+  else:
+    size = tfp.mcmc.effective_sample_size(tf.constant(state[:, 0],
+                                                      tf.float64))
+  size = float(np.median(np.nan_to_num(np.asarray(size), nan=0.)))
+  if size < temperature_lib.MIN_EFFECTIVE_SIZE:
+    for key in ('overall', 'laplacian'):
+      if key in readings:
+        readings[key] = readings[key]._replace(effective_size=min(
+            readings[key].effective_size, size))
 
 
 def _step_share(regime):
