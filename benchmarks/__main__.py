@@ -48,6 +48,8 @@ BENCHMARKS = [
     ('cyclical', [], 'Cyclical step sizes against a constant step'),
     ('calibration', [], 'Priors under the single-chain recipe'),
     ('quality', [], 'Ensemble quality against an Adam deep ensemble'),
+    ('quality_ood', [], 'Ensemble quality: out-of-distribution inputs and '
+     'shift'),
     ('ensemble_memory', [], 'Memory of an ensemble on disk'),
     ('frozen_base', [], 'Sampling part of a model: a frozen base'),
     ('chains', [], 'Chain parallelism: K processes'),

@@ -35,6 +35,9 @@ band is drawn. Reported, as mean ± standard error over seeds: the test
 log-likelihood, accuracy or RMSE, the expected calibration error or the
 90% interval coverage, and the wall time.
 
+Out-of-distribution inputs and shifted inputs are in
+`benchmarks.quality_ood`.
+
     python -m benchmarks.quality [--quick] [--seeds 3]
 """
 

@@ -42,6 +42,7 @@ from tests.conftest import ROOT
     ('benchmarks.cyclical', ['cyclical.md'], []),
     ('benchmarks.frozen_base', ['frozen_base.md'], []),
     ('benchmarks.quality', ['quality.md', 'quality_band.png'], []),
+    ('benchmarks.quality_ood', ['quality_ood.md'], []),
     ('benchmarks.lecture_regression', ['lecture_regression.md',
                                        'lecture_batch.png', 'lecture_tau.png'],
      []),

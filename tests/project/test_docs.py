@@ -122,3 +122,10 @@ def test_citation_file_is_valid_cff_1_2():
   for paper in ('Convergence of Locally Adaptive', 'Non-Diagonal Metrics',
                 'Stochastic gradient Langevin dynamics'):
     assert paper in titles, paper
+
+
+def test_the_readme_is_a_page_users_read():
+  """At most 12,000 characters: what and why, the two commands, quick starts, where to read more."""
+  with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
+    text = f.read()
+  assert len(text) <= 12000, len(text)
