@@ -42,6 +42,9 @@ ELSEWHERE = {'README.md#0', 'README.md#1'}
 BLOCKS = [b for b in _blocks() if b[0] not in ELSEWHERE]
 
 _UNSETTLED = 'SampleCollector: the configurational temperature'
+# A demonstration shorter than a reading needs: the collector says that
+# its members come back unchecked, and how long a run would be read.
+_TOO_SHORT = 'SampleCollector: this run was too short to tell'
 # Warnings a snippet exists to show: PSIS-LOO's Pareto-k diagnostic reports
 # on the user's model and data (the guide says how to read it), and so does
 # the members' temperature (here of a 10-epoch run, which has not settled).
@@ -54,13 +57,17 @@ EXPECTED = {'docs/guides/diagnostics.md#5': ('Pareto distribution',),
             'docs/guides/kernels.md#3': ('is not calibrated',),
             # The warm start leaves the prior's directions at Adam's scale;
             # the collector's thermometer says so, as both pages tell.
-            'docs/getting_started.md#1': (_UNSETTLED,),
+            'docs/getting_started.md#1': (_UNSETTLED, _TOO_SHORT),
             'docs/guides/keras.md#3': (_UNSETTLED,),
+            'docs/guides/keras.md#4': (_TOO_SHORT,),
+            'docs/guides/keras.md#5': (_TOO_SHORT,),
+            'docs/guides/choosing.md#1': (_TOO_SHORT,),
             # TensorFlow's, because this test process used TensorFlow before
             # the snippet created its strategy; a script that follows the
             # guide creates it at startup.
             'docs/guides/distributed.md#0': (
-                'Collective ops is not configured at program startup',)}
+                'Collective ops is not configured at program startup',
+                _TOO_SHORT)}
 # Keras itself warns on every `fit` of a `tf.data.Dataset` (its `shuffle`
 # defaults to True): not ours, and not the user's doing either.
 KERAS_OWN = ('`shuffle=True` was passed, but will be ignored',)

@@ -9,7 +9,8 @@ takes its error from here.
 
 import numpy as np
 
-__all__ = ['effective_size', 'mean_and_error', 'pooled_effective_size']
+__all__ = ['cross_chain_effective_size', 'effective_size', 'mean_and_error',
+           'pooled_effective_size']
 
 
 def mean_and_error(values, shared_noise=False):
@@ -64,6 +65,29 @@ def pooled_effective_size(values, scale=None, budget=1 << 22):
     f = np.fft.rfft(chunk - chunk.mean(0), 2 * n, axis=0)
     power += (f.real ** 2 + f.imag ** 2).sum(-1)
   return _geyer(np.fft.irfft(power, 2 * n, axis=0)[:n] / n, n)
+
+
+def cross_chain_effective_size(values):
+  """Per coordinate, the effective sample size of ``[draws, chains, D]`` values, chains counted together.
+
+  The multi-chain estimate (Gelman et al.'s *Bayesian Data Analysis*,
+  3rd ed., §11.5; as Stan and TFP's ``cross_chain_dims`` compute it): the
+  autocorrelations are taken against the variance between and within the
+  chains, so chains that have not mixed with each other count as few
+  draws, however smooth each looks alone. Geyer's initial monotone
+  sequence sums them, as in `effective_size`. Needs two chains or more.
+  """
+  n, chains = values.shape[:2]
+  values = np.asarray(values, np.float64)
+  acov = _autocovariance(values)                       # [lags, chains, D]
+  within = acov[0].mean(0) * n / max(n - 1, 1)
+  between = values.mean(0).var(0, ddof=1)              # B / n
+  total = (n - 1.) / n * within + between
+  with np.errstate(invalid='ignore', divide='ignore'):
+    rho = 1. - (within - acov.mean(1)) / total
+  rho = np.where(total > 0, rho, 0.)
+  rho[0] = np.where(total > 0, 1., 0.)
+  return chains * _geyer(rho, n)
 
 
 def _autocovariance(values):

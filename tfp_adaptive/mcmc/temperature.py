@@ -19,6 +19,7 @@ import tensorflow_probability as tfp
 from tfp_adaptive import _compat
 from tfp_adaptive import minibatch
 from tfp_adaptive import validation
+from tfp_adaptive.diagnostics import effective_size as ess_lib
 from tfp_adaptive.diagnostics import mean_force
 from tfp_adaptive.diagnostics import prediction_force
 from tfp_adaptive.diagnostics import probes as probes_lib
@@ -184,19 +185,19 @@ def _too_short_if_the_state_is(readings, parts, leading):
   low (by about one over the states' effective size), however many
   effective draws the virial series itself has. The states' effective
   size is the median over coordinates of the multi-chain estimate
-  (`tfp.mcmc.effective_sample_size` across chains, which counts chains
-  that have not mixed with each other as few draws). Such a run is too
+  (`tfp_adaptive.diagnostics.effective_size.cross_chain_effective_size`,
+  which counts chains that have not mixed with each other as few
+  draws). Such a run is too
   short to read (`tfp_adaptive.diagnostics.temperature.too_short`); from
   so short a run, the estimate is an upper bound.
   """
   state = np.concatenate([_blocks(p, leading) for p in parts], -1)
   if state.shape[1] >= 2:
-    size = tfp.mcmc.effective_sample_size(
-        tf.constant(state, tf.float64), cross_chain_dims=1)
+    size = ess_lib.cross_chain_effective_size(state)
   else:
-    size = tfp.mcmc.effective_sample_size(tf.constant(state[:, 0],
-                                                      tf.float64))
-  size = float(np.median(np.nan_to_num(np.asarray(size), nan=0.)))
+    size = ess_lib.effective_size(state[:, 0])
+  size = float(np.median(np.nan_to_num(np.asarray(size, np.float64),
+                                        nan=0.)))
   if size < temperature_lib.MIN_EFFECTIVE_SIZE:
     for key in ('overall', 'laplacian'):
       if key in readings:
