@@ -125,18 +125,16 @@ def run(quick, seeds):
   return results
 
 
-def _cell(runs, key, digits=3):
-  mean, se = common.mean_se([r[key] for r in runs])
-  return '%.*f ± %.*f' % (digits, mean, digits, se)
+_cell = quality._cell  # pylint: disable=protected-access
 
 
 def main():
+  # The quality benchmark's command line: `--seeds`, one seed when quick.
   p = common.parser(__doc__.splitlines()[0])
   p.add_argument('--seeds', type=int, default=3)
   args = p.parse_args()
-  out = common.out_dir(args.out)
   seeds = 1 if args.quick else args.seeds
-  results = run(args.quick, seeds)
+  results, out = run(args.quick, seeds), common.out_dir(args.out)
   note = ('scikit-learn\'s digits (1,300 training images, 497 test); %d '
           'seed(s)%s. AUROC: 0.5 is chance, 1 separates in- from '
           'out-of-distribution inputs.' % (
