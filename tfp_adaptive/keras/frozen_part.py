@@ -11,9 +11,10 @@ When the frozen layers form the first part of the model (a `Sequential`
 model, or a functional one whose layers up to some frozen layer depend
 on nothing after it), `split_model` cuts the model there: the ensemble
 computes the base once per input batch and applies each member's head to
-its output. The cut is checked on the inputs against the whole model
-before it is used; a model that cannot be cut is predicted whole, member
-by member.
+its output, the heads of several members in one compiled call (the
+head's stateless call vectorised over their stacked variables). The cut
+is checked on the inputs against the whole model before it is used; a
+model that cannot be cut is predicted whole, member by member.
 """
 
 import collections
@@ -24,10 +25,8 @@ import numpy as np
 import tensorflow as tf
 import keras
 
-from tfp_adaptive.keras import members
-
-__all__ = ['Cut', 'FrozenPart', 'digest', 'digest_of', 'frozen_indices', 'snapshot',
-           'split_model', 'take', 'with_part']
+__all__ = ['Cut', 'FrozenPart', 'digest', 'digest_of', 'frozen_indices',
+           'snapshot', 'split_model', 'take', 'with_part']
 
 # The frozen variables of a model: their positions in ``model.weights``
 # (sorted), their values (one array each, shared by every member that
