@@ -326,7 +326,7 @@ def other_cause(adaptive, gamma, minibatch):
 def advice_per_part(readings, whole, where, temperature, step_name,
                     adaptive=False, gamma='none', tolerance=TOLERANCE,
                     final=True, extra_wholes=(), step_share=None,
-                    minibatch=False):
+                    minibatch=False, draws=None):
   """`advice` for a run read whole and per part: ``{key: message}`` of the parts to report.
 
   The whole run is reported on first. While it has not settled (or, before
@@ -345,6 +345,9 @@ def advice_per_part(readings, whole, where, temperature, step_name,
     step_share: as `advice`, for the whole run's virial reading only (a
       part, or the Laplacian form, can read a stiff direction's heat, which
       the run's mean ``drift_ratio`` understates).
+    draws: what the readings' draws are, in the plural, for a run too
+      short to read (default: epochs with ``'learning_rate'``, else a
+      kernel's draws).
     extra_wholes: keys of other readings of the whole run (the Laplacian
       form), reported like `whole` once it has settled and when they say
       something else (a run that both read hot is reported once), and not
@@ -360,8 +363,8 @@ def advice_per_part(readings, whole, where, temperature, step_name,
         readings[k], temperature, tolerance, final) != whole_said]
   out = {}
   if final and whole_said == 'too short':
-    return {whole: too_short(where(whole), readings[whole],
-                             keras=step_name == 'learning_rate')}
+    return {whole: too_short(where(whole), readings[whole], draws or (
+        'epochs after burn-in' if step_name == 'learning_rate' else None))}
   for key in keys:
     if not final and final_verdict(readings[key], temperature, tolerance,
                                    final) == 'unsettled':
@@ -374,14 +377,14 @@ def advice_per_part(readings, whole, where, temperature, step_name,
   return out
 
 
-def too_short(where, reading, keras=False):
+def too_short(where, reading, draws=None):
   """The warning of a run whose reading has too few effective draws to be judged, with the length it needs.
 
-  `keras`: the run is a `fit`, read per epoch (else a kernel's draws).
+  `draws`: what a draw of the reading is, in the plural (default: a
+  kernel's draws).
   """
   times = _times_too_short(reading)
-  more = ('epochs after burn-in' if keras else
-          'draws after burn-in (or as many more chains)')
+  more = draws or 'draws after burn-in (or as many more chains)'
   return ('the configurational temperature of %s reads %.3g ± %.2g from '
           '%.1f effective draws, fewer than the %d it takes to judge it: the '
           'run is too short to tell whether its draws are from the target. '

@@ -162,7 +162,8 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
         readings, 'overall', lambda key: where.get(key, 'layer %r' % key),
         tau, 'learning_rate',
         adaptive=opt.algorithm.adapts_throughout, gamma=opt.gamma,
-        tolerance=tolerance, extra_wholes=('laplacian',))
+        tolerance=tolerance, extra_wholes=('laplacian',),
+        draws='members (samples after burn-in)')
     messages = list(messages.values()) + mean_force.advice_per_part(
         shifts, readings['overall'], lambda name: 'layer %r' % name,
         'learning_rate', opt.algorithm.adapts_throughout, opt.gamma)
