@@ -200,7 +200,7 @@ def final_verdict(reading, temperature=1., tolerance=TOLERANCE, final=True):
 
 def advice(where, reading, temperature, step_name, adaptive=False,
            gamma='none', tolerance=TOLERANCE, final=True, step_share=None,
-           minibatch=False):
+           minibatch=False, draws=None):
   """The warning for a `reading` judged hot, cold or unsettled (else `None`).
 
   A reading from too few effective draws is not judged for bias. At the
@@ -229,6 +229,7 @@ def advice(where, reading, temperature, step_name, adaptive=False,
       reading beyond it is said not to be the step's, and the message
       names what is (`other_cause`).
     minibatch: whether the gradients were minibatch estimates.
+    draws: what the reading's draws are, in the plural (`advice_per_part`).
   """
   judged = final_verdict(reading, temperature, tolerance, final)
   if judged in ('accurate', 'too short'):
@@ -242,7 +243,8 @@ def advice(where, reading, temperature, step_name, adaptive=False,
               reading.effective_size >= MIN_EFFECTIVE_SIZE else
               'run at least %d times as many %s, with a longer burn-in' % (
                   _times_too_short(reading),
-                  'epochs' if step_name == 'learning_rate' else 'draws'))
+                  draws or ('epochs' if step_name == 'learning_rate' else
+                            'draws')))
     return ('%s and has not settled: the first half of the run reads %.3g, '
             'the second %.3g (%.1f standard errors apart). The chain has not '
             'reached its stationary distribution, so its samples are not yet '
@@ -363,15 +365,15 @@ def advice_per_part(readings, whole, where, temperature, step_name,
         readings[k], temperature, tolerance, final) != whole_said]
   out = {}
   if final and whole_said == 'too short':
-    return {whole: too_short(where(whole), readings[whole], draws or (
-        'epochs after burn-in' if step_name == 'learning_rate' else None))}
+    return {whole: too_short(where(whole), readings[whole],
+                             draws or _draws(step_name))}
   for key in keys:
     if not final and final_verdict(readings[key], temperature, tolerance,
                                    final) == 'unsettled':
       continue
     message = advice(where(key), readings[key], temperature, step_name,
                      adaptive, gamma, tolerance, final,
-                     step_share if key == whole else None, minibatch)
+                     step_share if key == whole else None, minibatch, draws)
     if message:
       out[key] = message
   return out
@@ -384,7 +386,7 @@ def too_short(where, reading, draws=None):
   kernel's draws).
   """
   times = _times_too_short(reading)
-  more = draws or 'draws after burn-in (or as many more chains)'
+  more = draws or _draws('step_size')
   return ('the configurational temperature of %s reads %.3g ± %.2g from '
           '%.1f effective draws, fewer than the %d it takes to judge it: the '
           'run is too short to tell whether its draws are from the target. '
@@ -392,6 +394,12 @@ def too_short(where, reading, draws=None):
           'run: it may take more).'
           % (where, reading.temperature, reading.standard_error,
              reading.effective_size, MIN_EFFECTIVE_SIZE, times, more))
+
+
+def _draws(step_name):
+  """What a reading's draws are: a `fit`'s epochs, or a kernel's draws."""
+  return ('epochs after burn-in' if step_name == 'learning_rate' else
+          'draws after burn-in (or as many more chains)')
 
 
 def _times_too_short(reading):

@@ -101,9 +101,14 @@ class BayesianEnsemble(object):
     of `Member`), in that order (default: all).
     """
     self._build(x)
+    yield from self._loaded(member_values(m) for m in (
+        self.members if members is None else members))
+
+  def _loaded(self, values):
+    """Yields ``self.model`` with each of `values` loaded, its own weights restored after."""
     with self._weights_restored():
-      for member in self.members if members is None else members:
-        assign_weights(self.model, member_values(member))
+      for v in values:
+        assign_weights(self.model, v)
         yield self.model
 
   @contextlib.contextmanager
@@ -135,11 +140,11 @@ class BayesianEnsemble(object):
       block = self.members[start:start + HEADS_AT_ONCE]
       values = [member_values(m) for m in block]
       out = {}
+      whole = [k for k, m in enumerate(block) if m.frozen is None]
+      for k, model in zip(whole, self._loaded(values[k] for k in whole)):
+        out[k] = outputs(model, x, batch_size)  # All its weights its own.
       for k, member in enumerate(block):
-        if member.frozen is None:  # All its weights of its own.
-          for model in self.iterate_members(x, [member]):
-            out[k] = outputs(model, x, batch_size)
-        elif member.frozen not in features:
+        if member.frozen is not None and member.frozen not in features:
           features[member.frozen] = cut.features(values[k], x, rows)
       for digest in {m.frozen for m in block} - {None}:
         same = [k for k, m in enumerate(block) if m.frozen == digest]

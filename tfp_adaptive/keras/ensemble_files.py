@@ -140,7 +140,7 @@ def _read_members(store, manifest, model, chain, repair, keep_weights):
       if frozen is not None and frozen['file'] not in verified:
         store.verify(frozen)
         verified.add(frozen['file'])
-      values = sample_files.read_sample(file)
+      values, _ = sample_files.read_sample(file)
     except sample_files.SampleFileError as e:
       if not repair:
         raise
@@ -166,8 +166,7 @@ def _unlisted_members(store, manifest, model, chain, repair):
     path = store.path(name)
     if repair:
       try:
-        meta = sample_files.read_metadata(path)
-        values = sample_files.read_sample(path)
+        values, meta = sample_files.read_sample(path)
         if model.weights:
           members_lib.check_structure(model, values, path)
         taken.append(members_lib.Member(

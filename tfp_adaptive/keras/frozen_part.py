@@ -226,12 +226,4 @@ def _single(tensors):
 
 def _layers(model):
   """Every layer inside `model`, nested ones included."""
-  flatten = getattr(model, '_flatten_layers', None)
-  if flatten is not None:
-    return list(flatten(include_self=False, recursive=True))
-  found, stack = [], list(getattr(model, 'layers', []))
-  while stack:
-    layer = stack.pop()
-    found.append(layer)
-    stack.extend(getattr(layer, 'layers', []))
-  return found
+  return list(model._flatten_layers(include_self=False, recursive=True))  # pylint: disable=protected-access

@@ -54,7 +54,7 @@ def member_values(member):
   """The member's weights as a list in ``model.weights`` order."""
   if member.weights is not None:
     return member.weights
-  return sample_files.read_sample(member.path)
+  return sample_files.read_sample(member.path)[0]
 
 
 def check_structure(model, values, where='a member'):

@@ -95,7 +95,7 @@ def read_arrays(path):
 
 
 def read_sample(path):
-  """A member's values in ``model.weights`` order, its frozen part merged in.
+  """``(values, metadata)``: a member's values in ``model.weights`` order, its frozen part merged in.
 
   A sample of a model with frozen layers holds only the variables that
   vary; its metadata names their positions (``indices``), the number of
@@ -105,7 +105,7 @@ def read_sample(path):
   """
   arrays, meta = read_arrays(path)
   if not meta.get('frozen'):
-    return arrays
+    return arrays, meta
   frozen_path = os.path.join(os.path.dirname(path), meta['frozen'])
   frozen, frozen_meta = _read_frozen(frozen_path)
   try:
@@ -121,7 +121,7 @@ def read_sample(path):
   if any(v is None for v in values) or len(arrays) != len(meta['indices']):
     raise SampleFileError('Sample file %s and its frozen part %s do not hold '
                           'every variable once.' % (path, frozen_path))
-  return values
+  return values, meta
 
 
 _FROZEN_CACHE = {}  # (path, size, mtime) -> (arrays, metadata); a few parts.

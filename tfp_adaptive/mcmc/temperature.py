@@ -132,9 +132,10 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
                                               shared)}
   for k, (v, size) in enumerate(zip(virials, sizes)):
     readings[k] = temperature_lib.read(v, size, shared)
-  shifts = {k: mean_force.read(-_blocks(g, v.ndim), _blocks(p, v.ndim), shared)
-            for k, (p, g, v) in enumerate(zip(parts, grads, virials))}
-  _too_short_if_the_state_is(readings, parts, virials[0].ndim)
+  blocks = [_blocks(p, v.ndim) for p, v in zip(parts, virials)]
+  shifts = {k: mean_force.read(-_blocks(g, v.ndim), b, shared)
+            for k, (b, g, v) in enumerate(zip(blocks, grads, virials))}
+  _too_short_if_the_state_is(readings, blocks)
   chain_ndims = virials[0].ndim - 1
   # The second differences' steps, for the Laplacian and the predictions.
   scales = _spread_scales(parts, chain_ndims)
@@ -177,7 +178,7 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
   return readings
 
 
-def _too_short_if_the_state_is(readings, parts, leading):
+def _too_short_if_the_state_is(readings, blocks):
   """Caps the whole state's effective draws at the states' own, when those are fewer than a reading needs.
 
   The virials are centred on the mean of the draws: from chains that have
@@ -187,11 +188,12 @@ def _too_short_if_the_state_is(readings, parts, leading):
   size is the median over coordinates of the multi-chain estimate
   (`tfp_adaptive.diagnostics.effective_size.cross_chain_effective_size`,
   which counts chains that have not mixed with each other as few
-  draws). Such a run is too
-  short to read (`tfp_adaptive.diagnostics.temperature.too_short`); from
-  so short a run, the estimate is an upper bound.
+  draws). Such a run is too short to read
+  (`tfp_adaptive.diagnostics.temperature.too_short`); from so short a
+  run, the estimate is an upper bound. `blocks`: each state part as
+  ``[draws, chains, D]``.
   """
-  state = np.concatenate([_blocks(p, leading) for p in parts], -1)
+  state = np.concatenate(blocks, -1)  # [draws, chains, D], every part.
   if state.shape[1] >= 2:
     size = ess_lib.cross_chain_effective_size(state)
   else:
