@@ -9,6 +9,7 @@ from tfp_adaptive.keras import likelihoods
 from tfp_adaptive.keras import optimizers
 from tfp_adaptive.keras import priors
 from tfp_adaptive.keras import schedules
+from tfp_adaptive.keras.chains import Chains
 from tfp_adaptive.keras.collector import SampleCollector
 from tfp_adaptive.keras.curvature_calibration import CurvatureCalibration
 from tfp_adaptive.keras.ensemble import BayesianEnsemble
@@ -21,7 +22,7 @@ from tfp_adaptive.keras.gamma_train_step import enable_gamma
 from tfp_adaptive.keras.gamma_train_step import gradients_and_gamma
 from tfp_adaptive.keras.loop_check import check_loop
 
-__all__ = ['BayesianEnsemble', 'CurvatureCalibration', 'GaussianNLL', 'NoiseScale', 'SampleCollector',
+__all__ = ['BayesianEnsemble', 'Chains', 'CurvatureCalibration', 'GaussianNLL', 'NoiseScale', 'SampleCollector',
            'SampleFileError',
            'SamplerMonitor', 'StepSizeCalibration',
            'check_loop', 'distribute', 'enable_gamma', 'health', 'gradients_and_gamma', 'likelihoods', 'optimizers', 'priors',

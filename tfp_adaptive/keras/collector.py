@@ -15,6 +15,7 @@ import keras
 
 from tfp_adaptive import validation
 from tfp_adaptive import vocabulary
+from tfp_adaptive.keras import chains as chains_lib
 from tfp_adaptive.keras import collector_readings
 from tfp_adaptive.keras import data_arrays
 from tfp_adaptive.keras import distribute
@@ -345,22 +346,35 @@ class SampleCollector(keras.callbacks.Callback):
       if not bool(stages.sampling(step - 1)):
         return
       cycle = int(stages.cycle(step - 1))
-    values, self._frozen = frozen_part.take(self.model, self._frozen)
-    if not all(np.all(np.isfinite(a)) for a in values
+    rows = self._take()
+    if not all(np.all(np.isfinite(a)) for values in rows for a in values
                if np.issubdtype(a.dtype, np.floating)):
       self._skip(step, 'non-finite weights')
       return
-    fingerprint = members_lib.fingerprint(values)
+    fingerprint = members_lib.fingerprint([a for row in rows for a in row])
     if fingerprint == self._fingerprint:
       self._skip(step, 'the same weights as the previous sample (the '
                  'optimizer did not move)')
       return
     self._fingerprint = fingerprint
-    slot = self.window.slot(self.members)
     lr = float(np.asarray(self.model.optimizer.learning_rate))
-    if slot is not None and self._writes:
-      self._keep(slot, step, lr, values, cycle)
+    several = len(rows) > 1
+    for chain, values in enumerate(rows):
+      slot = self.window.slot(self.members)
+      if slot is not None and self._writes:
+        self._keep(slot, step, lr, values, cycle,
+                   chain if several else None)
     self._score(lr)
+
+  def _take(self):
+    """The weights of each chain now (one list of arrays per chain), frozen part shared."""
+    model = self.model
+    if not isinstance(model, chains_lib.Chains):
+      values, self._frozen = frozen_part.take(model, self._frozen)
+      return [values]
+    rows = model.all_chain_weights()
+    self._frozen = frozen_part.snapshot(model.template, rows[0], self._frozen)
+    return [frozen_part.with_part(row, self._frozen) for row in rows]
 
   def _skip(self, step, why):
     if self.nonfinite == 'raise':
@@ -369,15 +383,15 @@ class SampleCollector(keras.callbacks.Callback):
     warnings.warn('SampleCollector: the sample of step %d was not taken: %s '
                   '(%d so far).' % (step, why, self.num_skipped))
 
-  def _keep(self, slot, step, lr, values, cycle=None):
+  def _keep(self, slot, step, lr, values, cycle=None, chain=None):
     """Puts the sample in `slot`; with a directory, file first, then the manifest."""
     if self._run is not None:
       member = self._run.write_member(
-          step, lr, [v.path for v in self.model.weights], values, cycle,
-          self._frozen)
+          step, lr, [v.path for v in self._member_model.weights], values,
+          cycle, self._frozen, chain)
     else:
       member = members_lib.Member(
-          step, lr, values, None, cycle=cycle,
+          step, lr, values, None, chain=chain or 0, cycle=cycle,
           frozen=None if self._frozen is None else self._frozen.digest)
     if slot < len(self.members):
       self.members[slot] = member
@@ -411,9 +425,14 @@ class SampleCollector(keras.callbacks.Callback):
     members = sorted(self.members, key=lambda m: m.step)
     likelihood = self.likelihood or likelihoods.resolve_likelihood(
         self.model, *self._likelihood_args)
-    return ensemble_lib.BayesianEnsemble(self.model, members,
+    return ensemble_lib.BayesianEnsemble(self._member_model, members,
                                          likelihood=likelihood,
                                          weighting=self.weighting)
+
+  @property
+  def _member_model(self):
+    """The model the members are samples of (`chains.member_model`)."""
+    return chains_lib.member_model(self.model)
 
   # -- the sample directory ---------------------------------------------------
   def _commit(self, checkpoint=None):

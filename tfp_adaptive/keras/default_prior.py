@@ -13,6 +13,7 @@ import warnings
 import tensorflow as tf
 import keras
 
+from tfp_adaptive.core import tensors
 from tfp_adaptive.keras import priors
 
 __all__ = ['DefaultPrior']
@@ -47,7 +48,8 @@ class DefaultPrior(object):
           'default_prior). Pass prior=\'flat\' if the loss already holds '
           'their prior.', type(self).__name__, len(bare), len(var_list),
           _names(bare), priors.DEFAULT_GAIN ** 2)
-    return [prior.precision_over_n(tuple(v.shape))
+    chains = getattr(self, 'chain_ndims', 0)
+    return [prior.precision_over_n(tuple(v.shape)[chains:])
             if getattr(v, 'regularizer', None) is None else None
             for v in var_list]
 
@@ -63,11 +65,11 @@ class DefaultPrior(object):
 
   def prior_loss(self, variables):
     """The default prior's ``-log p(θ)/N`` over `variables` (the optimizer's order)."""
-    prior = priors.default_prior(self.data_size)
     total = 0.
     for v, c in zip(variables, self._prior_precisions):
       if c is not None:
-        total += prior(tf.convert_to_tensor(v))
+        x = tf.convert_to_tensor(v)
+        total += tensors.part_event_dot(x, x, 0) * (0.5 * c)
     return total
 
   def prior_gradients(self, parts):

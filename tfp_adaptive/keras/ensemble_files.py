@@ -74,10 +74,12 @@ def load(cls, directory, model=None, repair=False):
     model = keras.saving.deserialize_keras_object(
         _read_json(first.path('model.json')), safe_mode=True)
   members, dropped = [], []
-  for chain, path in enumerate(directories):
+  offset = 0  # The first chain index of the next directory.
+  for k, path in enumerate(directories):
     store = sample_store.SampleStore(path)
-    found, kept, lost = _read_consistently(store, model, chain, repair)
-    manifest = manifest if chain else found
+    found, kept, lost = _read_consistently(store, model, offset, repair)
+    manifest = manifest if k else found
+    offset = max([offset] + [m.chain + 1 for m in kept])
     members += kept
     dropped += lost
   if dropped:
@@ -151,7 +153,8 @@ def _read_members(store, manifest, model, chain, repair, keep_weights):
     e = entries[name]
     members.append(members_lib.Member(
         e['step'], e.get('learning_rate', 1.),
-        values if keep_weights else None, file, chain, e.get('cycle'),
+        values if keep_weights else None, file, chain + e.get('chain', 0),
+        e.get('cycle'),
         frozen_part.digest_of(e)))
   if not keep_weights:  # A live run's next sample may not be listed yet.
     members += _unlisted_members(store, manifest, model, chain, repair)
@@ -171,7 +174,8 @@ def _unlisted_members(store, manifest, model, chain, repair):
           members_lib.check_structure(model, values, path)
         taken.append(members_lib.Member(
             int(meta['step']), meta.get('learning_rate', 1.), None, path,
-            chain, meta.get('cycle'), frozen_part.digest_of(meta)))
+            chain + meta.get('chain', 0), meta.get('cycle'),
+            frozen_part.digest_of(meta)))
         continue
       except (sample_files.SampleFileError, ValueError, KeyError) as e:
         why += '; not taken in: %s' % e

@@ -67,7 +67,7 @@ def _gradients_gamma_and_state(optimizer, loss_fn, variables,
   sub = None if gamma_loss_fn is None else with_prior(gamma_loss_fn)
   loss, grads, pstate, gamma = gamma_lib.gradient_and_gamma(
       with_prior(loss_fn), parts, optimizer.algorithm.gamma_metric, pstate,
-      step, 0,
+      step, optimizer.chain_ndims,
       mode, optimizer.gamma_estimator, gamma_seed, sub,
       optimizer.gamma_probability, noise_seed=noise_seed,
       noise=optimizer.algorithm.noise,

@@ -182,6 +182,7 @@ class SamplerOptimizer(default_prior.DefaultPrior,
         self.gamma)
     self.noise = noise
     self._step_inputs = (None, None)
+    self.chain_ndims = 0  # 1 when the variables lead with a chain axis.
 
   # -- what subclasses provide --------------------------------------------
   spec = None      # A `tfp_adaptive.core.specs.SamplerSpec`.
@@ -231,6 +232,19 @@ class SamplerOptimizer(default_prior.DefaultPrior,
           'are too coarse for Γ. Use keras.config.set_dtype_policy(\'float32\')'
           ' for sampling.' % (type(self).__name__, policy))
 
+  def set_chain_axis(self):
+    """The variables lead with an axis of independent chains (`tfp_adaptive.keras.chains.Chains`).
+
+    The metric's reductions, the non-finite check and Γ are then per
+    chain, and the default prior's scale is that of one chain's tensor.
+    Call before the optimizer is built.
+    """
+    if self.built and not self.chain_ndims:
+      raise ValueError('%s is already built for variables without a chain '
+                       'axis: give the chains a new optimizer.'
+                       % type(self).__name__)
+    self.chain_ndims = 1
+
   @property
   def seed_given(self):
     """True if `seed` was passed, False if it was drawn by this process."""
@@ -264,8 +278,8 @@ class SamplerOptimizer(default_prior.DefaultPrior,
     super().build(var_list)
     self._prior_precisions = self._resolve_prior(var_list)
     values = [tf.convert_to_tensor(v) for v in var_list]
-    template = (self.preconditioner.init(values, 0),
-                self._algorithm.init_momentum(values))
+    template = (self.preconditioner.init(values, self.chain_ndims),
+                self._algorithm.init_momentum(values, self.chain_ndims))
     self._state_template = template
     self._state_is_bool = []
     state_variables = []
@@ -430,8 +444,10 @@ class SamplerOptimizer(default_prior.DefaultPrior,
                   zip(full_grads, self.prior_gradients(parts))]
     pstate, momentum = self.sampler_state(state_variables)
     step32 = tf.cast(step, tf.int32)
+    chains = self.chain_ndims
     new_pstate = (metric_state if metric_state is not None else
-                  self._algorithm.update_metric(pstate, full_grads, step32, 0))
+                  self._algorithm.update_metric(pstate, full_grads, step32,
+                                                chains))
     n = self.data_size
     target_grads = [-tf.cast(n, g.dtype) * g for g in full_grads]
     # No noise during TFP's `burnin`, nor in a cyclical schedule's
@@ -446,16 +462,16 @@ class SamplerOptimizer(default_prior.DefaultPrior,
         parts, target_grads,
         self._algorithm.step_state(pstate, new_pstate, step32), momentum,
         full_gamma, learning_rate,
-        temperature, noise_seed, 0, noise_scale, gradient_scale=-n,
+        temperature, noise_seed, chains, noise_scale, gradient_scale=-n,
         step=step32,
         ratios=self.statistics.wants_ratios)
     new_parts, new_momentum = out[:2]
     # A NaN/Inf in the gradient or Γ reaches the new weights; overflowing
     # statistics do not (`Algorithm.state_is_finite`), so the new metric
     # state is checked too. The step is committed or skipped as a whole.
-    ok = (tensors.finite_chains(new_parts, 0) &
+    ok = (tensors.finite_chains(new_parts, chains) &
           self._algorithm.state_is_finite(new_pstate, new_momentum,
-                                          full_grads, 0))
+                                          full_grads, chains))
     new_state = tf.nest.flatten((new_pstate, new_momentum))
     if self.nonfinite == 'raise':
       if (_compat.in_xla_context() and
@@ -465,18 +481,28 @@ class SamplerOptimizer(default_prior.DefaultPrior,
             'in-graph check, so a non-finite step is skipped and counted in '
             '`num_nonfinite` but raises only where a SampleCollector checks '
             'the count after each batch.' % type(self).__name__)
-      with tf.control_dependencies([tf.debugging.Assert(ok, [
+      with tf.control_dependencies([tf.debugging.Assert(tf.reduce_all(ok), [
           'Non-finite gradient, Γ or weights in %s at iteration' % self.name,
           step, '; lower the learning rate or check the model.'])]):
         ok = tf.identity(ok)
     if self.statistics.wants_ratios:
-      self.statistics.accumulate(parts, target_grads, out[2], out[3],
-                                 learning_rate, ok, index)
+      # Pooled over chains: each norm is the chains' mean, and a step
+      # counts when every chain took it.
+      norms = out[2] if not chains else type(out[2])(
+          *[tf.reduce_mean(n) for n in out[2]])
+      self.statistics.accumulate(parts, target_grads, norms, out[3],
+                                 learning_rate, tf.reduce_all(ok), index)
 
     # Commit or keep everything: a select fuses into the update's own pass
     # under XLA, where a `tf.cond` around the assignments copied the weights.
+    def select(new, old):
+      if not chains:
+        return tf.where(ok, new, old)
+      if new.shape.rank < chains:  # A statistic shared by the chains.
+        return tf.where(tf.reduce_all(ok), new, old)
+      return tensors.where_chains(ok, new, old, chains)
     for i in index:
-      variables[i].assign(tf.where(ok, new_parts[i], parts[i]))
+      variables[i].assign(select(new_parts[i], parts[i]))
     old_state = tf.nest.flatten((pstate, momentum))
     cached = tf.nest.flatten((
         self.preconditioner.cached_leaves(new_pstate),
@@ -493,7 +519,8 @@ class SamplerOptimizer(default_prior.DefaultPrior,
     for v, leaf, old, is_bool, c in zip(state_variables, new_state, old_state,
                                         self._state_is_bool, cached):
       if not c:
-        leaf = tf.where(ok, leaf, old)
+        leaf = select(leaf, old)
       v.assign(tf.cast(leaf, tf.int32) if is_bool else leaf)
-    skipped = tf.cast(tf.logical_not(ok), tf.int64)
+    # A step counts as skipped when any chain's was rejected.
+    skipped = tf.cast(tf.logical_not(tf.reduce_all(ok)), tf.int64)
     num_nonfinite.assign_add(skipped)

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import keras
 
+from tfp_adaptive.keras import chains as chains_lib
 from tfp_adaptive.keras import frozen_part
 from tfp_adaptive.keras import members as members_lib
 from tfp_adaptive.keras import optimizer_base
@@ -60,7 +61,8 @@ class RunDirectory(object):
     if not self._opened:
       store.claim()  # Only now: a refused run changes nothing.
     self._opened = True  # A second `fit` with this collector continues.
-    config = keras.saving.serialize_keras_object(model)
+    config = keras.saving.serialize_keras_object(
+        chains_lib.member_model(model))
     sample_files.atomic_write(store.path('model.json'),
                               lambda f: json.dump(config, f), binary=False)
 
@@ -87,18 +89,22 @@ class RunDirectory(object):
           % store.directory)
 
   def write_member(self, step, learning_rate, names, values, cycle=None,
-                   part=None):
+                   part=None, chain=None):
     """Writes one sample's file and returns its `Member` (listed at the next `commit`).
 
     `part`: the model's `FrozenPart`, stored once apart (`None`: every
-    variable in the sample's file).
+    variable in the sample's file). `chain`: the chain the sample is of,
+    in a run of several chains (`tfp_adaptive.keras.chains`).
     """
     tags = {} if cycle is None else {'cycle': cycle}
-    entry = self.store.write_sample(
-        step, values, names, dict({'learning_rate': learning_rate}, **tags),
-        part, learning_rate=learning_rate, **tags)
+    meta = dict({'learning_rate': learning_rate}, **tags)
+    if chain is not None:
+      tags['chain'] = chain
+    entry = self.store.write_sample(step, values, names, meta, part,
+                                    learning_rate=learning_rate, **tags)
     member = members_lib.Member(step, learning_rate, None,
-                                 self.store.path(entry['file']), cycle=cycle,
+                                 self.store.path(entry['file']),
+                                 chain=chain or 0, cycle=cycle,
                                  frozen=None if part is None else part.digest)
     self._entries[member.path] = entry
     return member
@@ -223,6 +229,7 @@ class RunDirectory(object):
         store.verify(frozen)
       members.append(members_lib.Member(
           entries[name]['step'], entries[name]['learning_rate'], None, path,
+          chain=entries[name].get('chain', 0),
           cycle=entries[name].get('cycle'),
           frozen=frozen_part.digest_of(entries[name])))
       self._entries[path] = entries[name]

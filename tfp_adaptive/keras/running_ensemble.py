@@ -1,5 +1,6 @@
 """The running ensemble of a `fit`, scored on validation data: every state offered joins its predictive, none is kept."""
 
+from tfp_adaptive.keras import chains as chains_lib
 from tfp_adaptive.keras import data_arrays
 from tfp_adaptive.keras import members as members_lib
 from tfp_adaptive.keras import predictive
@@ -30,9 +31,13 @@ class RunningEnsemble(object):
     """Adds `model` as it is now; returns the share of points whose predictive mean is off the targets' range (regression)."""
     if self._predictive is None:
       self._predictive = predictive.Predictive(self.likelihood, self.y)
-    self._predictive.add(weight, members_lib.outputs(model, self.x))
-    off = self._predictive.off_range
-    return off[-1] if off else 0.
+    outputs = members_lib.outputs(model, self.x)
+    off = 0.
+    for out in chains_lib.per_chain(model, outputs):
+      self._predictive.add(weight, out)
+      if self._predictive.off_range:
+        off = max(off, self._predictive.off_range[-1])
+    return off
 
   def metrics(self):
     """The ensemble's metrics so far (`Predictive.metrics`), or `None` before the first state."""

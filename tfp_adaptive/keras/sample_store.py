@@ -50,12 +50,12 @@ __all__ = ['MANIFEST', 'RUN', 'SampleStore', 'check_identity',
 MANIFEST = 'manifest.json'
 RUN = 'run.json'
 FORMAT = 'tfp_adaptive.samples/1'
-_OURS = re.compile(r'^(sample_\d{10}\.npz|checkpoint_\d{10}_\d{6}\.npz|model\.json|'
+_OURS = re.compile(r'^(sample_\d{10}(_chain\d{3})?\.npz|checkpoint_\d{10}_\d{6}\.npz|model\.json|'
                    r'frozen_[0-9a-f]{16}\.npz|'
                    r'manifest\.json|run\.json|\.tmp-.*|\.lock|\.owner\.json)$')
-_SAMPLE = re.compile(r'^sample_\d{10}\.npz$')
+_SAMPLE = re.compile(r'^sample_\d{10}(_chain\d{3})?\.npz$')
 _FROZEN = re.compile(r'^frozen_[0-9a-f]{16}\.npz$')
-_DELETABLE = re.compile(r'^(sample_\d{10}\.npz|checkpoint_\d{10}_\d{6}\.npz|'
+_DELETABLE = re.compile(r'^(sample_\d{10}(_chain\d{3})?\.npz|checkpoint_\d{10}_\d{6}\.npz|'
                         r'frozen_[0-9a-f]{16}\.npz|\.tmp-.*)$')
 
 
@@ -297,8 +297,11 @@ class SampleStore(object):
       fields['frozen'] = name
     else:
       metadata['names'] = names
-    return self.write_arrays(sample_name(step), values, metadata, step=step,
-                             **fields)
+    chain = fields.get('chain')
+    if chain is not None:
+      metadata['chain'] = chain
+    return self.write_arrays(sample_name(step, chain), values, metadata,
+                             step=step, **fields)
 
   def frozen_entries(self, entries):
     """The manifest entries of the frozen parts that sample `entries` use."""
@@ -396,8 +399,11 @@ def frozen_name(digest):
   return 'frozen_%s.npz' % digest
 
 
-def sample_name(step):
-  return 'sample_%010d.npz' % step
+def sample_name(step, chain=None):
+  """The file of the sample of `step` (of chain `chain` in a run of several, `tfp_adaptive.keras.chains`)."""
+  if chain is None:
+    return 'sample_%010d.npz' % step
+  return 'sample_%010d_chain%03d.npz' % (step, chain)
 
 
 def checkpoint_name(step, epoch):

@@ -1,0 +1,295 @@
+"""K chains of one Keras model in one `fit` (`tfp_adaptive.keras.chains.Chains`).
+
+Each chain must be what a separate `fit` of its model gives: without noise
+the same trajectory to float rounding (every sampler, the per-chain
+reductions of the Monge metric and of Shampoo included); with noise,
+each chain draws its own and the chains are equal in law to one-chain
+runs, tested against the exact posterior of a Bayesian linear regression
+with a Monte Carlo tolerance.
+"""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import keras
+
+import tfp_adaptive as tfa
+from tfp_adaptive.keras.chains import Chains
+from tests.conftest import stat_scale
+
+LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def _digits(n=256):
+  from sklearn.datasets import load_digits  # pylint: disable=g-import-not-at-top
+  x, y = load_digits(return_X_y=True)
+  return (x[:n] / 16.).astype('float32'), y[:n]
+
+
+def _mlp(seed, hidden=8):
+  keras.utils.set_random_seed(seed)
+  return keras.Sequential([keras.Input((64,)),
+                           keras.layers.Dense(hidden, activation='tanh'),
+                           keras.layers.Dense(10)])
+
+
+def _fit(model, optimizer, x, y, epochs=2, **kwargs):
+  model.compile(optimizer, LOSS, **kwargs)
+  model.fit(x, y, batch_size=64, epochs=epochs, verbose=0, shuffle=False,
+            callbacks=[tfa.keras.SampleCollector(monitor=False)])
+  return model
+
+
+OPTIMIZERS = {
+    'SGLD': lambda **kw: tfa.keras.optimizers.SGLD(1e-3, **kw),
+    'PSGLD': lambda **kw: tfa.keras.optimizers.PSGLD(1e-3, **kw),
+    'MongeSGRLD': lambda **kw: tfa.keras.optimizers.MongeSGRLD(1e-3, **kw),
+    'ShampooSGRLD': lambda **kw: tfa.keras.optimizers.ShampooSGRLD(
+        1e-6, update_interval=1, **kw),
+    'SGHMC': lambda **kw: tfa.keras.optimizers.SGHMC(1e-3, **kw),
+    'AdamSGLD': lambda **kw: tfa.keras.optimizers.AdamSGLD(1e-3, **kw),
+}
+
+
+@pytest.mark.parametrize('name', sorted(OPTIMIZERS))
+def test_each_chain_is_its_own_fit_without_noise(name):
+  """No noise (``burnin`` beyond the run), Γ off: deterministic, so equal."""
+  x, y = _digits()
+  make = lambda: OPTIMIZERS[name](data_size=len(x), burnin=10**6,
+                                   gamma='none', seed=3)
+  chains = _fit(Chains([_mlp(k) for k in range(3)]), make(), x, y)
+  for k in range(3):
+    alone = _fit(_mlp(k), make(), x, y)
+    for a, b in zip(chains.chain_weights(k), alone.get_weights()):
+      np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize('gamma', ['none', 'corrected'])
+def test_chains_from_one_start_draw_their_own_noise(gamma):
+  """Two chains from equal weights part under the noise (and Γ's probe), under XLA; without noise they stay equal."""
+  x, y = _digits()
+  twins = lambda: Chains([_mlp(0), _mlp(0)])
+  noisy = _fit(twins(), tfa.keras.optimizers.MongeSGRLD(
+      1e-3, data_size=len(x), gamma=gamma, seed=11), x, y, jit_compile=True)
+  a, b = noisy.chain_weights(0)[0], noisy.chain_weights(1)[0]
+  assert np.abs(a - b).max() > 1e-3
+  quiet = _fit(twins(), tfa.keras.optimizers.MongeSGRLD(
+      1e-3, data_size=len(x), gamma='none', burnin=10**6, seed=11), x, y,
+               jit_compile=True)
+  np.testing.assert_array_equal(quiet.chain_weights(0)[0],
+                                quiet.chain_weights(1)[0])
+
+
+def test_prior_and_regularizers_apply_per_chain():
+  """A fan-in prior (its scale from one chain's shape) gives each chain the one-chain gradient."""
+  x, y = _digits()
+  models = [_mlp(k) for k in range(2)]
+  for m in models:
+    tfa.keras.priors.add_gaussian_prior(m, data_size=len(x))
+  make = lambda: tfa.keras.optimizers.SGLD(1e-3, data_size=len(x),
+                                           burnin=10**6, seed=0)
+  chains = _fit(Chains(models), make(), x, y, epochs=3)
+  alone = _mlp(1)
+  tfa.keras.priors.add_gaussian_prior(alone, data_size=len(x))
+  _fit(alone, make(), x, y, epochs=3)
+  for a, b in zip(chains.chain_weights(1), alone.get_weights()):
+    np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+  # The default prior on bare weights: its scale is one chain's fan-in.
+  bare = _fit(Chains([_mlp(k) for k in range(2)]), make(), x, y, epochs=3)
+  single = _fit(_mlp(1), make(), x, y, epochs=3)
+  for a, b in zip(bare.chain_weights(1), single.get_weights()):
+    np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+
+
+def test_members_per_chain_on_disk(tmp_path):
+  """The collector keeps one member per chain and sample, tagged with its chain; load, save and `to_arviz` see the chains."""
+  x, y = _digits()
+  chains = Chains(_mlp(0), chains=3)
+  chains.compile(tfa.keras.optimizers.PSGLD(1e-3, data_size=len(x), seed=1),
+                 LOSS, metrics=['accuracy'])
+  directory = str(tmp_path / 'run')
+  collector = tfa.keras.SampleCollector(burnin=4, thinning=4,
+                                        directory=directory,
+                                        validation_data=(x, y))
+  history = chains.fit(x, y, batch_size=64, epochs=6, verbose=0,
+                       callbacks=[collector])
+  assert 'val_ensemble_log_likelihood' in history.history
+  ensemble = collector.ensemble
+  assert ensemble.model is chains.template
+  assert ensemble.chains == [0, 1, 2]
+  steps = sorted({m.step for m in ensemble.members})
+  assert len(ensemble.members) == 3 * len(steps)
+  names = sorted(n for n in os.listdir(directory) if n.startswith('sample_'))
+  assert names[0] == 'sample_%010d_chain000.npz' % steps[0]
+  loaded = tfa.keras.BayesianEnsemble.load(directory)
+  assert loaded.chains == [0, 1, 2]
+  assert isinstance(loaded.model, keras.Sequential)
+  np.testing.assert_allclose(loaded.predict(x), ensemble.predict(x),
+                             rtol=1e-5, atol=1e-6)
+  # A member of chain k holds chain k's weights at its step.
+  last = [m for m in ensemble.members if m.step == steps[-1]]
+  for m in last:
+    np.testing.assert_array_equal(
+        tfa.keras.members.member_values(m)[0],
+        chains.chain_weights(m.chain)[0])
+  idata = loaded.to_arviz(x[:8], y[:8])
+  assert idata.posterior.sizes['chain'] == 3
+  # Saved: one directory per chain, which `load` reads back.
+  saved = str(tmp_path / 'saved')
+  loaded.save(saved)
+  assert sorted(os.listdir(saved)) == ['chain_0', 'chain_1', 'chain_2']
+  again = tfa.keras.BayesianEnsemble.load(saved)
+  assert again.chains == [0, 1, 2]
+  np.testing.assert_allclose(again.predict(x), ensemble.predict(x),
+                             rtol=1e-5, atol=1e-6)
+
+
+def test_resume_continues_every_chain(tmp_path):
+  """A run stopped after 2 of 4 epochs and resumed ends with the uninterrupted run's members, bitwise on CPU."""
+  x, y = _digits()
+
+  def run(directory, epochs, resume=False):
+    chains = Chains([_mlp(k) for k in range(2)])
+    chains.compile(tfa.keras.optimizers.PSGLD(1e-3, data_size=len(x),
+                                              seed=4), LOSS)
+    collector = tfa.keras.SampleCollector(burnin=2, thinning=3,
+                                          directory=directory, resume=resume)
+    start = collector.restore(chains) if resume else 0
+    chains.fit(x, y, batch_size=64, epochs=epochs, initial_epoch=start,
+               verbose=0, callbacks=[collector])
+    return collector.ensemble
+
+  whole = run(str(tmp_path / 'whole'), 4)
+  run(str(tmp_path / 'part'), 2)
+  resumed = run(str(tmp_path / 'part'), 4, resume=True)
+  key = lambda m: (m.step, m.chain)
+  assert sorted(map(key, resumed.members)) == sorted(map(key, whole.members))
+  for a, b in zip(sorted(resumed.members, key=key),
+                  sorted(whole.members, key=key)):
+    for u, v in zip(tfa.keras.members.member_values(a),
+                    tfa.keras.members.member_values(b)):
+      np.testing.assert_array_equal(u, v)
+
+
+def test_batch_norm_and_dropout_vary_per_chain():
+  """Per-chain state: batch-norm statistics and dropout masks are each chain's own."""
+  keras.utils.set_random_seed(0)
+  inputs = keras.Input((64,))
+  h = keras.layers.Dense(16)(inputs)
+  h = keras.layers.BatchNormalization()(h)
+  h = keras.layers.Dropout(0.3)(keras.layers.Activation('relu')(h))
+  model = keras.Model(inputs, keras.layers.Dense(10)(h))
+  x, y = _digits()
+  chains = Chains(model, chains=2)
+  chains.compile(tfa.keras.optimizers.SGLD(1e-3, data_size=len(x), seed=2),
+                 LOSS)
+  chains.fit(x, y, batch_size=64, epochs=2, verbose=0)
+  means = [w for w in chains.weights if 'moving_mean' in w.path]
+  assert len(means) == 1 and means[0].shape[0] == 2
+  assert not np.allclose(np.asarray(means[0])[0], np.asarray(means[0])[1])
+  # In training mode, two chains with equal weights still drop differently.
+  twin = Chains([model, keras.models.clone_model(model)])
+  for s in twin.weights:
+    if s.trainable:
+      s.assign(tf.repeat(s[:1], 2, axis=0))
+  out = np.asarray(twin(x[:32], training=True))
+  assert not np.allclose(out[:, 0], out[:, 1])
+  inference = np.asarray(twin(x[:32], training=False))
+  np.testing.assert_allclose(inference[:, 0], inference[:, 1], atol=1e-5)
+
+
+def test_frozen_base_is_shared():
+  """Frozen layers are one copy for all chains; members share one frozen part."""
+  keras.utils.set_random_seed(0)
+  base = keras.Sequential([keras.Input((64,)), keras.layers.Dense(32)])
+  base.trainable = False
+  model = keras.Sequential([base, keras.layers.Dense(10)])
+  x, y = _digits()
+  chains = Chains(model, chains=3)
+  assert [tuple(w.shape) for w in chains.weights] == [(3, 32, 10), (3, 10)]
+  chains.compile(tfa.keras.optimizers.PSGLD(1e-3, data_size=len(x)), LOSS)
+  collector = tfa.keras.SampleCollector(burnin=2, thinning=2, monitor=False)
+  chains.fit(x, y, batch_size=64, epochs=2, verbose=0, callbacks=[collector])
+  frozen = {m.frozen for m in collector.members}
+  assert len(frozen) == 1 and None not in frozen
+  np.testing.assert_array_equal(
+      tfa.keras.members.member_values(collector.members[-1])[0],
+      np.asarray(base.weights[0]))
+
+
+def test_bad_arguments_are_refused_at_construction():
+  model = _mlp(0)
+  with pytest.raises(ValueError, match='chains'):
+    Chains(model, chains=0)
+  with pytest.raises(ValueError, match='chains'):
+    Chains(model)
+  with pytest.raises(ValueError, match='chains'):
+    Chains([model, _mlp(1)], chains=2)
+  with pytest.raises(ValueError, match='one architecture'):
+    Chains([model, _mlp(1, hidden=9)])
+  with pytest.raises(TypeError, match='keras.Model'):
+    Chains(['not a model'])
+  with pytest.raises(ValueError, match='built'):
+    Chains(keras.Sequential([keras.layers.Dense(3)]), chains=2)
+  built = tfa.keras.optimizers.SGLD(1e-3)
+  _fit(_mlp(0), built, *_digits(), epochs=1)
+  with pytest.raises(ValueError, match='new optimizer'):
+    Chains(model, chains=2).compile(built, LOSS)
+
+
+N, D = 40, 2
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize('name', ['PSGLD', 'MongeSGRLD'])
+def test_chains_sample_the_exact_posterior(name):
+  """Eight chains of a Bayesian linear regression, pooled, against the exact Gaussian posterior.
+
+  As `test_keras_posterior`: likelihood N(y; xᵀw, 1/2) ('mse'), prior
+  N(0, 1), full batch. A metric reduced over all chains at once (the
+  Monge metric's gradient norm) would give each chain another law. The
+  tolerance is 4.5 standard errors from the spread of the chains' own
+  means and variances, plus the stated Euler–Maruyama allowance.
+  """
+  rng = np.random.default_rng(11)
+  x = rng.normal(size=(N, D)).astype('float32')
+  y = (x @ np.array([[0.7], [-0.4]]) +
+       rng.normal(scale=np.sqrt(0.5), size=(N, 1))).astype('float32')
+  cov = np.linalg.inv(2. * x.T.astype(np.float64) @ x + np.eye(D))
+  mean = cov @ (2. * x.T @ y).ravel()
+  k = 8
+  models = []
+  for seed in range(k):
+    keras.utils.set_random_seed(seed)
+    m = keras.Sequential([keras.Input((D,)),
+                          keras.layers.Dense(1, use_bias=False)])
+    tfa.keras.priors.add_gaussian_prior(m, data_size=N, scale=1.)
+    models.append(m)
+  chains = Chains(models)
+  opt = (tfa.keras.optimizers.PSGLD(1e-3, data_size=N,
+                                    preconditioner_decay_rate=0.5,
+                                    diagonal_bias=1e-2, seed=5)
+         if name == 'PSGLD' else tfa.keras.optimizers.MongeSGRLD(
+             2e-3, data_size=N, preconditioner_decay_rate=0.5, alpha2=1.,
+             seed=5))
+  chains.compile(opt, 'mse', jit_compile=True, steps_per_execution=50)
+  collector = tfa.keras.SampleCollector(burnin=1000, thinning=50,
+                                        monitor=False)
+  steps = int(12000 * stat_scale())
+  data = tf.data.Dataset.from_tensors((x, y)).repeat()
+  chains.fit(data, steps_per_epoch=steps // 10, epochs=10, verbose=0,
+             callbacks=[collector])
+  w = np.stack([np.stack([tfa.keras.members.member_values(m)[0].ravel()
+                          for m in collector.members if m.chain == c])
+                for c in range(k)])  # (chain, draw, D)
+  means = w.mean(1)
+  second = ((w - means[:, None]) ** 2).mean(1)
+  se_mean = means.std(0, ddof=1) / np.sqrt(k)
+  se_var = second.std(0, ddof=1) / np.sqrt(k)
+  assert np.all(np.abs(means.mean(0) - mean) < 4.5 * se_mean), (
+      means.mean(0), mean, se_mean)
+  tol = 4.5 * se_var + 0.03 * np.diag(cov)
+  assert np.all(np.abs(second.mean(0) - np.diag(cov)) < tol), (
+      second.mean(0), np.diag(cov), tol)
