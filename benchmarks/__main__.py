@@ -53,6 +53,7 @@ BENCHMARKS = [
     ('ensemble_memory', [], 'Memory of an ensemble on disk'),
     ('frozen_base', [], 'Sampling part of a model: a frozen base'),
     ('chains', [], 'Chain parallelism: K processes'),
+    ('chains_one_fit', [], 'K chains in one fit'),
     ('yu_tables', ['--seeds', '2'], 'Bayesian MLP on digits (Yu et al.\'s '
      'protocol)'),
 ]
@@ -84,9 +85,9 @@ def stamp():
   return [
       '- Date: %s' % time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()),
       '- Commit: %s' % commit,
-      '- CPU: %s, %d cores; GPU: %s' % (cpu, os.cpu_count(),
-                                        ', '.join(g.name for g in gpus) or
-                                        'none'),
+      '- CPU: %s, %d cores; GPU: %s' % (
+          cpu, os.cpu_count(), ', '.join(g.name for g in gpus) or
+          'none (not measured on a GPU: no section of this run used one)'),
       '- Python %s, TensorFlow %s, TensorFlow Probability %s, Keras %s'
       % (platform.python_version(), tf.__version__, tfp.__version__,
          keras.__version__),

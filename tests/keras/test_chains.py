@@ -112,12 +112,15 @@ def test_members_per_chain_on_disk(tmp_path):
   directory = str(tmp_path / 'run')
   collector = tfa.keras.SampleCollector(burnin=4, thinning=4,
                                         directory=directory,
-                                        validation_data=(x, y))
+                                        validation_data=(x, y),
+                                        training_data=(x, y))
   history = chains.fit(x, y, batch_size=64, epochs=6, verbose=0,
                        callbacks=[collector])
   assert 'val_ensemble_log_likelihood' in history.history
   ensemble = collector.ensemble
   assert ensemble.model is chains.template
+  # The members were read as one-chain samples of the same target.
+  assert collector.member_readings is not None
   assert ensemble.chains == [0, 1, 2]
   steps = sorted({m.step for m in ensemble.members})
   assert len(ensemble.members) == 3 * len(steps)
@@ -233,6 +236,12 @@ def test_bad_arguments_are_refused_at_construction():
     Chains(['not a model'])
   with pytest.raises(ValueError, match='built'):
     Chains(keras.Sequential([keras.layers.Dense(3)]), chains=2)
+  x, y = _digits()
+  chains = Chains(model, chains=2)
+  chains.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=len(x)), LOSS)
+  with pytest.raises(TypeError, match='one chain'):
+    chains.fit(x, y, epochs=1, verbose=0, callbacks=[
+        tfa.keras.CurvatureCalibration((x, y), epochs=1)])
   built = tfa.keras.optimizers.SGLD(1e-3)
   _fit(_mlp(0), built, *_digits(), epochs=1)
   with pytest.raises(ValueError, match='new optimizer'):

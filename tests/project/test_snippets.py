@@ -67,7 +67,8 @@ EXPECTED = {'docs/guides/diagnostics.md#5': ('Pareto distribution',),
             # guide creates it at startup.
             'docs/guides/distributed.md#0': (
                 'Collective ops is not configured at program startup',
-                _TOO_SHORT)}
+                _TOO_SHORT),
+            'docs/guides/distributed.md#1': (_TOO_SHORT,)}
 # Keras itself warns on every `fit` of a `tf.data.Dataset` (its `shuffle`
 # defaults to True): not ours, and not the user's doing either.
 KERAS_OWN = ('`shuffle=True` was passed, but will be ignored',)

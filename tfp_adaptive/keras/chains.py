@@ -38,8 +38,8 @@ __all__ = ['Chains', 'member_model', 'num_chains', 'per_chain']
 
 
 def member_model(model):
-  """The model a member of `model`'s run is a sample of: the template of `Chains`, else `model`."""
-  return model.template if isinstance(model, Chains) else model
+  """The model a member of `model`'s run is a sample of: `Chains.member_model`, else `model`."""
+  return model.member_model() if isinstance(model, Chains) else model
 
 
 def num_chains(model):
@@ -99,6 +99,7 @@ class Chains(keras.Model):
     # The template model is held untracked: its own variables are not the
     # chains' and must not be trained or saved as theirs.
     object.__setattr__(self, '_template', template)
+    object.__setattr__(self, '_compiled_for', None)
     self.num_chains = len(models)
     frozen = set(frozen_part.frozen_indices(template))
     position = {id(v): i for i, v in enumerate(template.weights)}
@@ -134,6 +135,23 @@ class Chains(keras.Model):
   @property
   def template(self):
     """The model each chain is an instance of (its variables hold chain 0's starting weights until `load_chain`)."""
+    return self._template
+
+  def member_model(self):
+    """The template, compiled as one chain of this run: the members' model.
+
+    Its optimizer is a copy of this model's (same class and settings, for
+    variables without a chain axis) and its loss is this model's, so that
+    an ensemble of the members reads its target (loss scale, prior,
+    temperature) as that of a one-chain run, e.g. in
+    `BayesianEnsemble.check_temperature`.
+    """
+    optimizer = getattr(self, 'optimizer', None)
+    if optimizer is not None and self._compiled_for is not optimizer:
+      twin = type(optimizer).from_config(optimizer.get_config())
+      self._template.compile(twin, loss=self.loss)
+      twin.build(self._template.trainable_variables)
+      object.__setattr__(self, '_compiled_for', optimizer)
     return self._template
 
   def chain_weights(self, k):

@@ -109,6 +109,11 @@ class SampleCollector(keras.callbacks.Callback):
   after burn-in on a posterior gone bad, naming the likely cause
   (`tfp_adaptive.keras.fit_checks`).
 
+  With a `tfp_adaptive.keras.Chains` model (K chains in one `fit`), each
+  sample is K members of the original model, one per chain
+  (`Member.chain`); in a directory they are written side by side under one
+  manifest and checkpoint, and `max_samples` counts them all.
+
   Attributes:
     members: the kept samples, a list of `Member`.
     num_skipped: due samples not taken (non-finite or repeated weights).

@@ -6,6 +6,7 @@ import keras
 
 from tfp_adaptive import validation
 from tfp_adaptive.diagnostics import curvature as curvature_lib
+from tfp_adaptive.keras import chains as chains_lib
 from tfp_adaptive.keras import data_arrays
 from tfp_adaptive.keras import ensemble_temperature
 from tfp_adaptive.keras import optimizer_base
@@ -96,6 +97,13 @@ class CurvatureCalibration(keras.callbacks.Callback):
   def on_train_begin(self, logs=None):
     opt = optimizer_base.constant_rate_sampler_of(self.model,
                                                   'CurvatureCalibration')
+    if chains_lib.num_chains(self.model) > 1:
+      raise TypeError(
+          'CurvatureCalibration reads the curvature of one chain; this model '
+          'runs %d (tfa.keras.Chains), whose summed loss it would misread. '
+          'Calibrate one chain\'s model (chains.template, compiled alone), '
+          'then give its learning rate to the chains\' optimizer.'
+          % chains_lib.num_chains(self.model))
     if opt.algorithm.has_momentum:
       raise ValueError(
           'CurvatureCalibration sets the step of Langevin samplers; %s has '
