@@ -50,6 +50,8 @@ OPTIMIZERS = {
         1e-6, update_interval=1, **kw),
     'SGHMC': lambda **kw: tfa.keras.optimizers.SGHMC(1e-3, **kw),
     'AdamSGLD': lambda **kw: tfa.keras.optimizers.AdamSGLD(1e-3, **kw),
+    'WenzelSGLD': lambda **kw: tfa.keras.optimizers.WenzelSGLD(1e-3, **kw),
+    'SGNHT': lambda **kw: tfa.keras.optimizers.SGNHT(1e-3, **kw),
 }
 
 
@@ -62,6 +64,21 @@ def test_each_chain_is_its_own_fit_without_noise(name):
   chains = _fit(Chains([_mlp(k) for k in range(3)]), make(), x, y)
   for k in range(3):
     alone = _fit(_mlp(k), make(), x, y)
+    for a, b in zip(chains.chain_weights(k), alone.get_weights()):
+      np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize('gamma', ['original', 'corrected',
+                                   'corrected_lagged'])
+def test_each_chain_has_its_own_gamma(gamma):
+  """Γ of every mode, computed exactly (no probe) and without noise: each chain as its own fit."""
+  x, y = _digits(128)
+  make = lambda: tfa.keras.optimizers.MongeSGRLD(
+      1e-3, data_size=len(x), burnin=10**6, gamma=gamma,
+      gamma_estimator='exact', seed=3)
+  chains = _fit(Chains([_mlp(k, hidden=3) for k in range(2)]), make(), x, y)
+  for k in range(2):
+    alone = _fit(_mlp(k, hidden=3), make(), x, y)
     for a, b in zip(chains.chain_weights(k), alone.get_weights()):
       np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
 
