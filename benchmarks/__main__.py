@@ -87,7 +87,7 @@ def stamp():
       '- Commit: %s' % commit,
       '- CPU: %s, %d cores; GPU: %s' % (
           cpu, os.cpu_count(), ', '.join(g.name for g in gpus) or
-          'none (not measured on a GPU: no section of this run used one)'),
+          'none (no GPU was lent to this run: not measured on a GPU)'),
       '- Python %s, TensorFlow %s, TensorFlow Probability %s, Keras %s'
       % (platform.python_version(), tf.__version__, tfp.__version__,
          keras.__version__),
