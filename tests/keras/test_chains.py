@@ -166,6 +166,23 @@ def test_members_per_chain_on_disk(tmp_path):
                              rtol=1e-5, atol=1e-6)
 
 
+def test_keras_save_and_load_model(tmp_path):
+  """`chains.save` and `keras.models.load_model` give the same chains, compiled with a chain-axis sampler."""
+  x, y = _digits()
+  chains = _fit(Chains(_mlp(0), chains=2),
+                tfa.keras.optimizers.PSGLD(1e-3, data_size=len(x), seed=1),
+                x, y, epochs=1)
+  path = str(tmp_path / 'chains.keras')
+  chains.save(path)
+  again = keras.models.load_model(path)
+  assert isinstance(again, Chains) and again.num_chains == 2
+  np.testing.assert_allclose(again.predict(x[:16], verbose=0),
+                             chains.predict(x[:16], verbose=0), rtol=1e-6)
+  assert again.optimizer.chain_ndims == 1
+  again.fit(x, y, epochs=1, verbose=0,  # It trains on.
+            callbacks=[tfa.keras.SampleCollector(monitor=False)])
+
+
 def test_resume_continues_every_chain(tmp_path):
   """A run stopped after 2 of 4 epochs and resumed ends with the uninterrupted run's members, bitwise on CPU."""
   x, y = _digits()

@@ -66,6 +66,7 @@ class _PerChain(object):
                      for k in range(stacked.shape[0])])
 
 
+@keras.saving.register_keras_serializable(package='tfp_adaptive')
 class Chains(keras.Model):
   """K independent chains of one Keras model, trained in one compiled step.
 
@@ -237,6 +238,24 @@ class Chains(keras.Model):
       for out in per_chain(self, y_pred):
         self._compile_metrics.update_state(y, out, sample_weight)
     return self.get_metrics_result()
+
+  def get_config(self):
+    return {'name': self.name, 'chains': self.num_chains,
+            'model': keras.saving.serialize_keras_object(self._template)}
+
+  @classmethod
+  def from_config(cls, config, custom_objects=None):
+    """Chains of the serialised model (their weights are then loaded, as `keras.models.load_model` does)."""
+    config = dict(config)
+    model = keras.saving.deserialize_keras_object(
+        config.pop('model'), custom_objects=custom_objects)
+    return cls(model, **config)
+
+  def compile_from_config(self, config):
+    """As `keras.Model`'s, through this `compile` (`keras.models.load_model`)."""
+    self.compile(**keras.saving.deserialize_keras_object(config))
+    if self.built:
+      self.optimizer.build(self.trainable_variables)
 
   def compile(self, optimizer='rmsprop', *args, **kwargs):
     """`keras.Model.compile`; a sampler optimizer is told that its variables lead with a chain axis."""
