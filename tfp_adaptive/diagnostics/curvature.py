@@ -35,14 +35,27 @@ callers supply ``A·v`` (a Hessian-vector product between two applications of
 
 import tensorflow as tf
 
+from tfp_adaptive.core import tensors
+
 __all__ = ['noise_covariance_product', 'step_for_heat', 'top_eigenvalue']
 
 
-def _dot(a, b):
-  return tf.add_n([tf.reduce_sum(x * y) for x, y in zip(a, b)])
+def _dot(a, b, batch_ndims=0):
+  """Per chain (the leading `batch_ndims` axes): the inner product over all parts."""
+  return tf.add_n([tf.reduce_sum(x * y, axis=list(range(batch_ndims,
+                                                      len(x.shape))))
+                   for x, y in zip(a, b)])
 
 
-def top_eigenvalue(matvec, start, iterations=20):
+def _per_chain(value, part, batch_ndims):
+  """`value` (batch-shaped) shaped to broadcast against `part`."""
+  if not batch_ndims:
+    return value
+  return tf.reshape(value, tf.concat(
+      [tf.shape(value), [1] * (len(part.shape) - batch_ndims)], 0))
+
+
+def top_eigenvalue(matvec, start, iterations=20, batch_ndims=0):
   """The largest eigenvalue of a symmetric positive semi-definite operator, by power iteration.
 
   Args:
@@ -50,30 +63,35 @@ def top_eigenvalue(matvec, start, iterations=20):
       the operator's product.
     start: list of tensors, the starting vector (not all zero).
     iterations: int >= 1, products to take.
+    batch_ndims: leading axes of independent chains: the operator acts on
+      each chain's slice alone (block-diagonal), and each chain's largest
+      eigenvalue is read.
 
   Returns:
     ``(eigenvalue, vector)``: the Rayleigh quotient of the last iterate
-    (a float tensor; a lower bound of the largest eigenvalue that
-    converges to it) and the unit vector it was read at.
+    (a float tensor, one per chain; a lower bound of the largest
+    eigenvalue that converges to it) and the unit vector it was read at.
   """
   vector = start
   value = tf.constant(0., start[0].dtype)
   for _ in range(iterations):
-    norm = tf.sqrt(_dot(vector, vector))
-    vector = [v / norm for v in vector]
+    norm = tf.sqrt(_dot(vector, vector, batch_ndims))
+    vector = [v / _per_chain(norm, v, batch_ndims) for v in vector]
     product = matvec(vector)
-    value = _dot(vector, product)
+    value = _dot(vector, product, batch_ndims)
     vector, last = product, vector
   return value, last
 
 
-def noise_covariance_product(deviations):
+def noise_covariance_product(deviations, batch_ndims=0):
   """``v -> S v`` for the sample covariance ``S`` of whitened gradient deviations.
 
   Args:
     deviations: list over draws (at least 2) of lists of tensors: each
       minibatch gradient of the energy, whitened (``M^{1/2} ∇Û``), less the
       draws' mean.
+    batch_ndims: leading axes of independent chains: each chain's
+      covariance, the block of ``S`` that acts on its own slice.
 
   Returns:
     The product function, ``S v = Σ_k d_k (d_k · v) / (K − 1)``.
@@ -85,9 +103,14 @@ def noise_covariance_product(deviations):
   scale = 1. / (len(deviations) - 1)
 
   def product(vector):
-    weights = tf.add_n([
-        tf.tensordot(d, v, axes=len(v.shape)) for d, v in zip(stacked, vector)])
-    return [scale * tf.tensordot(weights, d, axes=1) for d in stacked]
+    if not batch_ndims:
+      weights = tf.add_n([tf.tensordot(d, v, axes=len(v.shape))
+                          for d, v in zip(stacked, vector)])
+      return [scale * tf.tensordot(weights, d, axes=1) for d in stacked]
+    # Per draw and chain: ``d_k · v`` over the chain's own slice.
+    weights = _dot(stacked, [v[None] for v in vector], 1 + batch_ndims)
+    return [scale * tf.reduce_sum(_per_chain(weights, d, 1 + batch_ndims) *
+                                  d, axis=0) for d in stacked]
   return product
 
 

@@ -6,7 +6,6 @@ import keras
 
 from tfp_adaptive import validation
 from tfp_adaptive.diagnostics import curvature as curvature_lib
-from tfp_adaptive.keras import chains as chains_lib
 from tfp_adaptive.keras import data_arrays
 from tfp_adaptive.keras import ensemble_temperature
 from tfp_adaptive.keras import optimizer_base
@@ -97,13 +96,6 @@ class CurvatureCalibration(keras.callbacks.Callback):
   def on_train_begin(self, logs=None):
     opt = optimizer_base.constant_rate_sampler_of(self.model,
                                                   'CurvatureCalibration')
-    if chains_lib.num_chains(self.model) > 1:
-      raise TypeError(
-          'CurvatureCalibration reads the curvature of one chain; this model '
-          'runs %d (tfa.keras.Chains), whose summed loss it would misread. '
-          'Calibrate one chain\'s model (chains.template, compiled alone), '
-          'then give its learning rate to the chains\' optimizer.'
-          % chains_lib.num_chains(self.model))
     if opt.algorithm.has_momentum:
       raise ValueError(
           'CurvatureCalibration sets the step of Langevin samplers; %s has '
@@ -145,7 +137,9 @@ class CurvatureCalibration(keras.callbacks.Callback):
     batch = 32 if not steps else int(np.ceil(n / int(np.asarray(steps))))
     rng = np.random.default_rng([self.seed, salt])
     pstate, _ = opt.sampler_state()
-    whiten = lambda vs: opt.algorithm.preconditioner.apply_sqrt(pstate, vs, 0)
+    chains = opt.chain_ndims  # Each chain read on its own (`Chains`).
+    whiten = lambda vs: opt.algorithm.preconditioner.apply_sqrt(pstate, vs,
+                                                                chains)
 
     def take(count):
       rows = np.sort(rng.choice(n, min(count, n), replace=False))
@@ -155,7 +149,7 @@ class CurvatureCalibration(keras.callbacks.Callback):
              for _ in range(self.batches)]
     mean = [tf.add_n(list(d)) / len(draws) for d in zip(*draws)]
     noise = curvature_lib.noise_covariance_product(
-        [[a - m for a, m in zip(d, mean)] for d in draws])
+        [[a - m for a, m in zip(d, mean)] for d in draws], chains)
     tau = opt.temperature
     xs, ys = take(self.rows)
 
@@ -164,8 +158,10 @@ class CurvatureCalibration(keras.callbacks.Callback):
       return [c + s / tau for c, s in zip(curv, noise(vector))]
     start = [tf.constant(rng.normal(size=v.shape), v.dtype)
              for v in mean]
-    value, _ = curvature_lib.top_eigenvalue(operator, start, self.iterations)
-    value = float(value)
+    value, _ = curvature_lib.top_eigenvalue(operator, start, self.iterations,
+                                            chains)
+    # One step for all chains: the stiffest chain's.
+    value = float(np.max(np.asarray(value)))
     if not np.isfinite(value) or value <= 0.:
       raise ValueError(
           'CurvatureCalibration read a largest curvature of %r: the energy '
