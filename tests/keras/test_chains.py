@@ -254,7 +254,7 @@ def test_curvature_calibration_takes_the_stiffest_chain():
   assert abs(together / min(alone) - 1.) < 0.1, (together, alone)
 
 
-def test_frozen_base_is_shared():
+def test_frozen_base_is_shared(tmp_path):
   """Frozen layers are one copy for all chains; members share one frozen part."""
   keras.utils.set_random_seed(0)
   base = keras.Sequential([keras.Input((64,)), keras.layers.Dense(32)])
@@ -262,7 +262,11 @@ def test_frozen_base_is_shared():
   model = keras.Sequential([base, keras.layers.Dense(10)])
   x, y = _digits()
   chains = Chains(model, chains=3)
-  assert [tuple(w.shape) for w in chains.weights] == [(3, 32, 10), (3, 10)]
+  assert [tuple(w.shape) for w in chains.trainable_weights] == [(3, 32, 10),
+                                                                (3, 10)]
+  # The base: one copy, not trained, saved with the chains.
+  assert [tuple(w.shape) for w in chains.non_trainable_weights] == [
+      (64, 32), (32,)]
   chains.compile(tfa.keras.optimizers.PSGLD(1e-3, data_size=len(x)), LOSS)
   collector = tfa.keras.SampleCollector(burnin=2, thinning=2, monitor=False)
   chains.fit(x, y, batch_size=64, epochs=2, verbose=0, callbacks=[collector])
@@ -271,6 +275,13 @@ def test_frozen_base_is_shared():
   np.testing.assert_array_equal(
       tfa.keras.members.member_values(collector.members[-1])[0],
       np.asarray(base.weights[0]))
+  np.testing.assert_array_equal(np.asarray(base.weights[0]),
+                                np.asarray(chains.non_trainable_weights[0]))
+  path = str(tmp_path / 'frozen.keras')
+  chains.save(path)
+  again = keras.models.load_model(path)
+  np.testing.assert_allclose(again.predict(x[:8], verbose=0),
+                             chains.predict(x[:8], verbose=0), rtol=1e-6)
 
 
 def test_bad_arguments_are_refused_at_construction():

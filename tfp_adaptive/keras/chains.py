@@ -128,8 +128,15 @@ class Chains(keras.Model):
         s.regularizer = _PerChain(regularizer)
       self._stacked_of[id(v)] = s
       self._stacked.append(s)
-    # The frozen variables are the template's own: not the chains' to save.
-    object.__setattr__(self, '_shared', tuple(shared))
+    # The frozen variables: one copy for all chains, not trained, saved
+    # with the chains.
+    self._shared_of = {}  # id(template variable) -> the chains' copy.
+    for v in shared:
+      value = np.asarray(v)
+      self._shared_of[id(v)] = self.add_weight(
+          shape=value.shape, dtype=v.dtype,
+          initializer=lambda shape, dtype=None, value=value: value,
+          trainable=False, name=v.path.replace('/', '_'))
     self.built = True
 
   # -- the template ---------------------------------------------------------
@@ -161,13 +168,14 @@ class Chains(keras.Model):
     out = []
     for v in self._template.weights:
       s = self._stacked_of.get(id(v))
-      out.append(np.asarray(v) if s is None else np.asarray(s)[k])
+      out.append(np.asarray(self._shared_of[id(v)]) if s is None else
+                 np.asarray(s)[k])
     return out
 
   def all_chain_weights(self):
     """Every chain's values (`chain_weights`), reading each stacked variable once."""
     arrays = {id(s): np.asarray(s) for s in self._stacked}
-    fixed = {id(v): np.asarray(v) for v in self._shared}
+    fixed = {i: np.asarray(c) for i, c in self._shared_of.items()}
     out = []
     for k in range(self.num_chains):
       row = []
@@ -193,7 +201,8 @@ class Chains(keras.Model):
 
     def one(args):
       values, varying_values = args
-      state = [v.value for v in fixed]
+      state = [self._shared_of[id(v)].value if id(v) in self._shared_of
+               else v.value for v in fixed]
       for i, a in zip(varying, varying_values):
         state[i] = a
       out, new_state = template.stateless_call(values, state, inputs,
