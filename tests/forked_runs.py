@@ -18,18 +18,20 @@ _PROCESSES = multiprocessing.get_context('forkserver')
 _PROCESSES.set_forkserver_preload(['tests.keras_resume_run'])
 
 
-def _child(directory, epochs, sleep, seed, conn):
+def _child(directory, epochs, sleep, seed, chains, conn):
   np.random.seed()  # As a new process: its own draws of NumPy's global RNG.
-  keras_resume_run.main(directory, epochs, sleep, say=conn.send, seed=seed)
+  keras_resume_run.main(directory, epochs, sleep, say=conn.send, seed=seed,
+                        chains=chains)
 
 
 class Run(object):
   """A training process and the pipe it reports on."""
 
-  def __init__(self, directory, epochs, sleep=0., seed=keras_resume_run.FIXED):
+  def __init__(self, directory, epochs, sleep=0., seed=keras_resume_run.FIXED,
+               chains=None):
     self.conn, theirs = _PROCESSES.Pipe(duplex=False)
     self.process = _PROCESSES.Process(
-        target=_child, args=(directory, epochs, sleep, seed, theirs))
+        target=_child, args=(directory, epochs, sleep, seed, chains, theirs))
     self.process.start()
     theirs.close()
 

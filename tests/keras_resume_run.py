@@ -38,8 +38,11 @@ class _Slow(keras.callbacks.Callback):
 FIXED = 'fixed'  # The seeds of the default run.
 
 
-def build(seed=FIXED):
+def build(seed=FIXED, chains=None):
   """The run: data, model and optimizer, the same in every process.
+
+  With `chains`, that many chains of the model in one `fit`
+  (`tfa.keras.Chains`), the others starting from clones of it.
 
   ``seed=FIXED`` seeds Keras globally and the optimizer with 1. ``None``:
   no seed anywhere but the layers' own initializers (so the weights start
@@ -63,15 +66,17 @@ def build(seed=FIXED):
       keras.layers.Dense(8, activation='tanh', kernel_initializer=init(1)),
       keras.layers.Dropout(0.2, seed=None if seed == FIXED else 2),
       keras.layers.Dense(1, kernel_initializer=init(3))])
+  if chains:
+    model = tfa.keras.Chains(model, chains=chains)
   model.compile(tfa.keras.optimizers.PSGLD(
       1e-4, data_size=100, seed=1 if seed == FIXED else seed,
       diagonal_bias=1e-3), 'mse')
   return x, y, model
 
 
-def main(directory, epochs, sleep, say=_print, seed=FIXED):
+def main(directory, epochs, sleep, say=_print, seed=FIXED, chains=None):
   """The run; `say` gets ``'ready'`` after the first step, then the JSON result."""
-  x, y, model = build(seed)
+  x, y, model = build(seed, chains)
   collector = tfa.keras.SampleCollector(burnin=3, thinning=2, max_samples=4,
                                         directory=directory, resume=True)
   initial_epoch = collector.restore(model)
@@ -79,7 +84,8 @@ def main(directory, epochs, sleep, say=_print, seed=FIXED):
             shuffle=False, verbose=0,
             callbacks=[collector, _Slow(sleep, say)])
   say(json.dumps({'step': int(model.optimizer.iterations.numpy()),
-                  'members': sorted(m.step for m in collector.members),
+                  'members': sorted((m.step, m.chain)
+                                    for m in collector.members),
                   'seed': int(model.optimizer.seed)}))
 
 

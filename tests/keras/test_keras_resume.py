@@ -68,8 +68,8 @@ def _data_files(directory):
           if n.startswith(('sample_', 'checkpoint_'))}
 
 
-def _kill_once(directory, rng, at_new_file, seed, epochs):
-  child = _run(directory, epochs, sleep=0.01, seed=seed)
+def _kill_once(directory, rng, at_new_file, seed, epochs, chains=None):
+  child = _run(directory, epochs, sleep=0.01, seed=seed, chains=chains)
   assert child.readline() == 'ready'
   if at_new_file:
     before = _data_files(directory)
@@ -87,9 +87,11 @@ def _kill_once(directory, rng, at_new_file, seed, epochs):
 class _Reader(threading.Thread):
   """Loads the directory over and over while runs write it and are killed."""
 
-  def __init__(self, directory, seed):
+  def __init__(self, directory, seed, chains=None):
     super().__init__(daemon=True)
-    self.directory, self.model = directory, keras_resume_run.build(seed)[2]
+    self.directory = directory
+    self.model = tfa.keras.chains.member_model(
+        keras_resume_run.build(seed, chains)[2])
     self.loads, self.failures, self.stop = 0, [], threading.Event()
 
   def run(self):
@@ -110,8 +112,8 @@ class _Reader(threading.Thread):
       time.sleep(0.005)
 
 
-def _run(directory, epochs, sleep=0., seed=FIXED):
-  return forked_runs.Run(directory, epochs, sleep, seed)
+def _run(directory, epochs, sleep=0., seed=FIXED, chains=None):
+  return forked_runs.Run(directory, epochs, sleep, seed, chains)
 
 
 def _check_settled(manifest, settled):
@@ -144,18 +146,18 @@ def _same_files(a, b, names):
       np.testing.assert_array_equal(u, v)
 
 
-def _soak(tmp_path, kills, seed=FIXED, reader=False):
+def _soak(tmp_path, kills, seed=FIXED, reader=False, chains=None):
   """Kills a run `kills` times, resumes it by the guide's recipe, compares it with one uninterrupted run."""
   d = str(tmp_path / 'killed')
   rng = random.Random(0)
-  watcher = _Reader(d, seed) if reader else None
+  watcher = _Reader(d, seed, chains) if reader else None
   if watcher:
     watcher.start()
   done, i, settled, epochs = None, 0, {}, _epochs(kills)
   try:
     for i in range(kills):
       done = _kill_once(d, rng, at_new_file=(i % 3 == 2), seed=seed,
-                        epochs=epochs)
+                        epochs=epochs, chains=chains)
       _check_settled(_committed(d), settled)  # Every restore point is whole.
       if done:
         break
@@ -164,14 +166,15 @@ def _soak(tmp_path, kills, seed=FIXED, reader=False):
       watcher.stop.set()
       watcher.join(60)
   assert done is None, 'the run finished after %d kills; lengthen it' % i
-  result = _finish(_run(d, epochs, seed=seed))
+  result = _finish(_run(d, epochs, seed=seed, chains=chains))
   # Without a seed every process draws its own; the resumed ones took the
   # recorded one, which an uninterrupted run gets here explicitly.
   ref_dir = str(tmp_path / 'uninterrupted')
   # Uninterrupted, it reports only at its end: allow 0.5 s an epoch, slack
   # for a loaded machine (about 0.05 s an epoch on a quiet one).
   reference = _finish(_run(ref_dir, epochs, seed=seed if seed == FIXED
-                           else result['seed']), timeout=max(600, epochs / 2))
+                           else result['seed'], chains=chains),
+                      timeout=max(600, epochs / 2))
   assert result == reference  # Same final step, members and seed.
   a, b = _committed(ref_dir), _committed(d)
   assert a['members'] == b['members']
@@ -201,3 +204,9 @@ def test_sigkill_without_seeds_with_a_reader_loading_throughout(tmp_path):
   Its model has a frozen first layer, stored once in the directory.
   """
   _soak(tmp_path, max(KILLS // 3, 4), seed=None, reader=True)
+
+
+@pytest.mark.slow
+def test_sigkill_with_chains_in_one_fit(tmp_path):
+  """Two chains in one `fit` (`tfa.keras.Chains`), a reader loading throughout: both chains' files under one manifest survive every kill, as run uninterrupted."""
+  _soak(tmp_path, 3, reader=True, chains=2)
