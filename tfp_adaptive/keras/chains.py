@@ -142,7 +142,7 @@ class Chains(keras.Model):
   # -- the template ---------------------------------------------------------
   @property
   def template(self):
-    """The model each chain is an instance of (its variables hold chain 0's starting weights until `load_chain`)."""
+    """The model each chain is an instance of (its own variables keep chain 0's starting weights; `chain_weights` reads the chains)."""
     return self._template
 
   def member_model(self):
@@ -165,31 +165,21 @@ class Chains(keras.Model):
   def chain_weights(self, k):
     """Chain `k`'s values in ``template.weights`` order (NumPy), frozen layers included."""
     k = validation.check_int('k', k, low=0, high=self.num_chains - 1)
-    out = []
-    for v in self._template.weights:
-      s = self._stacked_of.get(id(v))
-      out.append(np.asarray(self._shared_of[id(v)]) if s is None else
-                 np.asarray(s)[k])
-    return out
+    return self._rows([k])[0]
 
   def all_chain_weights(self):
-    """Every chain's values (`chain_weights`), reading each stacked variable once."""
-    arrays = {id(s): np.asarray(s) for s in self._stacked}
-    fixed = {i: np.asarray(c) for i, c in self._shared_of.items()}
-    out = []
-    for k in range(self.num_chains):
-      row = []
-      for v in self._template.weights:
-        s = self._stacked_of.get(id(v))
-        row.append(fixed[id(v)] if s is None else arrays[id(s)][k])
-      out.append(row)
-    return out
+    """Every chain's values (`chain_weights`), reading each variable once."""
+    return self._rows(range(self.num_chains))
 
-  def load_chain(self, k):
-    """Assigns chain `k`'s values to the template; returns the template."""
-    for v, a in zip(self._template.weights, self.chain_weights(k)):
-      v.assign(a)
-    return self._template
+  def _rows(self, chains):
+    """The values of `chains` (`chain_weights` of each), each variable read once."""
+    columns = []
+    for v in self._template.weights:
+      s = self._stacked_of.get(id(v))
+      columns.append((np.asarray(self._shared_of[id(v)]), False) if s is None
+                     else (np.asarray(s), True))
+    return [[a[k] if stacked else a for a, stacked in columns]
+            for k in chains]
 
   # -- Keras --------------------------------------------------------------------
   def call(self, inputs, training=None):

@@ -468,7 +468,8 @@ class SamplerOptimizer(default_prior.DefaultPrior,
     new_parts, new_momentum = out[:2]
     # A NaN/Inf in the gradient or Γ reaches the new weights; overflowing
     # statistics do not (`Algorithm.state_is_finite`), so the new metric
-    # state is checked too. The step is committed or skipped as a whole.
+    # state is checked too. The step is committed or skipped as a whole
+    # (per chain, with a chain axis).
     ok = (tensors.finite_chains(new_parts, chains) &
           self._algorithm.state_is_finite(new_pstate, new_momentum,
                                           full_grads, chains))
