@@ -1,11 +1,13 @@
-"""A small Bayesian MLP with a NUTS reference: two moons, 2-8-8-1 tanh, N(0, 1) priors.
+"""A small Bayesian MLP with a NUTS reference: two moons, 2-H-H-1 tanh, N(0, 1) priors.
 
 The panel's network target (`benchmarks.panel`). Its weights have no
 meaningful marginal sds (the posterior is symmetric under swapping and
 sign-flipping hidden units, and chains settle in different copies), so it
 is judged in function space: the posterior sds of the logits at test
 inputs, which every copy shares. The reference is TFP's NUTS on the full
-data; the samplers get minibatches of 10 of the 100 examples.
+data; the samplers get minibatches of 10 of the 100 examples (``H = 8``,
+105 weights). `benchmarks.minibatch_bias` uses a wider one, ``H = 20``
+(501 weights), on 500 examples in minibatches of 50.
 """
 
 import numpy as np
@@ -15,10 +17,20 @@ import tensorflow_probability as tfp
 import tfp_adaptive as tfa
 
 HIDDEN = 8
-SHAPES = [(2, HIDDEN), (HIDDEN,), (HIDDEN, HIDDEN), (HIDDEN,), (HIDDEN, 1),
+
+
+def shapes(hidden=HIDDEN):
+  """The weights' shapes of a 2-`hidden`-`hidden`-1 network."""
+  return [(2, hidden), (hidden,), (hidden, hidden), (hidden,), (hidden, 1),
           (1,)]
-SIZES = [int(np.prod(s)) for s in SHAPES]
-SIZE = sum(SIZES)
+
+
+def size(hidden=HIDDEN):
+  """The number of weights of a 2-`hidden`-`hidden`-1 network."""
+  return sum(int(np.prod(s)) for s in shapes(hidden))
+
+
+SIZE = size()
 
 
 def moons(n, seed):
@@ -33,18 +45,19 @@ def moons(n, seed):
   return x.astype(np.float32), label.astype(np.float32)
 
 
-def logits(w, x):
-  """``[chains..., n]`` logits of flat weights ``w`` (``[chains..., SIZE]``) at inputs ``x``."""
+def logits(w, x, hidden=HIDDEN):
+  """``[chains..., n]`` logits of flat weights ``w`` (``[chains..., size(hidden)]``) at inputs ``x``."""
   batch = tf.shape(w)[:-1]
-  p = [tf.reshape(part, tf.concat([batch, s], 0))
-       for part, s in zip(tf.split(w, SIZES, axis=-1), SHAPES)]
+  parts = shapes(hidden)
+  p = [tf.reshape(part, tf.concat([batch, s], 0)) for part, s in zip(
+      tf.split(w, [int(np.prod(s)) for s in parts], axis=-1), parts)]
   h = tf.tanh(tf.einsum('nd,...dh->...nh', x, p[0]) + p[1][..., None, :])
   h = tf.tanh(tf.einsum('...nd,...dh->...nh', h, p[2]) + p[3][..., None, :])
   return tf.einsum('...nd,...dh->...nh', h, p[4])[..., 0] + p[5]
 
 
-def _log_likelihood(parts, batch):
-  f = logits(parts[0], batch[0])
+def _log_likelihood(parts, batch, hidden=HIDDEN):
+  f = logits(parts[0], batch[0], hidden)
   return -tf.nn.sigmoid_cross_entropy_with_logits(
       labels=tf.broadcast_to(batch[1], tf.shape(f)), logits=f)
 
@@ -56,38 +69,45 @@ def _log_prior(parts):
 class Target(object):
   """The data, the samplers' minibatch target, NUTS's full one, and the function-space projection."""
 
-  def __init__(self, n=100, test=50, batch_size=10):
+  def __init__(self, n=100, test=50, batch_size=10, hidden=HIDDEN):
     x, y = moons(n, 0)
+    self.hidden = hidden
+    self.batch_size = batch_size
+    self.size = size(hidden)
     self.data = (tf.constant(x), tf.constant(y))
     self.test_inputs = tf.constant(moons(test, 1)[0])
-    self.minibatch = tfa.minibatch_log_prob(_log_likelihood, self.data,
+    self._log_likelihood = (
+        lambda parts, batch: _log_likelihood(parts, batch, hidden))
+    self.minibatch = tfa.minibatch_log_prob(self._log_likelihood, self.data,
                                             batch_size,
                                             log_prior_fn=_log_prior)
 
   def log_prob(self, w):
-    return (tf.reduce_sum(_log_likelihood([w], self.data), -1)
+    return (tf.reduce_sum(self._log_likelihood([w], self.data), -1)
             + _log_prior([w]))
 
   def init(self, chains, seed):
-    return tf.random.stateless_normal([chains, SIZE], seed=(seed, 7)) * 0.5
+    return tf.random.stateless_normal([chains, self.size],
+                                      seed=(seed, 7)) * 0.5
 
   def logits(self, w):
     """``[chains..., test]`` logits of weights ``w`` at the test inputs, as a `Tensor`."""
-    return logits(w, self.test_inputs)
+    return logits(w, self.test_inputs, self.hidden)
 
   def project(self, samples):
     """``[draws, chains, test]`` logits at the test inputs."""
     return self.logits(tf.convert_to_tensor(samples)).numpy()
 
-  def nuts(self, chains, draws, seed=1):
-    """NUTS draws ``[draws, chains, SIZE]`` on all the data."""
+  def nuts(self, chains, draws, seed=1, burnin=1000):
+    """NUTS draws ``[draws, chains, size]`` on all the data (step adapted over 80% of `burnin`)."""
     kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(
-        tfp.mcmc.NoUTurnSampler(self.log_prob, 0.05, max_tree_depth=8), 800)
+        tfp.mcmc.NoUTurnSampler(self.log_prob, 0.05, max_tree_depth=8),
+        int(0.8 * burnin))
     init = self.init(chains, seed)
 
     @tf.function(jit_compile=True, autograph=False)
     def run():
       return tfp.mcmc.sample_chain(draws, init, kernel=kernel,
-                                   num_burnin_steps=1000, trace_fn=None,
+                                   num_burnin_steps=burnin, trace_fn=None,
                                    seed=(seed, 9))
     return run()
