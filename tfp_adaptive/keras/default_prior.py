@@ -13,7 +13,6 @@ import warnings
 import tensorflow as tf
 import keras
 
-from tfp_adaptive.core import tensors
 from tfp_adaptive.keras import priors
 
 __all__ = ['DefaultPrior']
@@ -68,8 +67,7 @@ class DefaultPrior(object):
     total = 0.
     for v, c in zip(variables, self._prior_precisions):
       if c is not None:
-        x = tf.convert_to_tensor(v)
-        total += tensors.part_event_dot(x, x, 0) * (0.5 * c)
+        total += priors.gaussian_loss(tf.convert_to_tensor(v), c)
     return total
 
   def prior_gradients(self, parts):

@@ -18,12 +18,13 @@ model that cannot be cut is predicted whole, member by member.
 """
 
 import collections
-import hashlib
 import warnings
 
 import numpy as np
 import tensorflow as tf
 import keras
+
+from tfp_adaptive.keras import members
 
 __all__ = ['Cut', 'FrozenPart', 'digest', 'digest_of', 'frozen_indices',
            'snapshot', 'split_model', 'take', 'with_part']
@@ -52,13 +53,8 @@ def frozen_indices(model):
 
 
 def digest(arrays):
-  """SHA-256 (16 hex digits) of the arrays' shapes, dtypes and bytes."""
-  h = hashlib.sha256()
-  for a in arrays:
-    a = np.ascontiguousarray(a)
-    h.update(('%s%s' % (a.dtype.str, a.shape)).encode())
-    h.update(a.data)
-  return h.hexdigest()[:16]
+  """The first 16 hex digits of the arrays' `members.fingerprint`."""
+  return members.fingerprint(arrays)[:16]
 
 
 def digest_of(entry):

@@ -81,8 +81,14 @@ def assign_weights(model, values):
 
 
 def fingerprint(values):
-  """SHA-1 of the arrays' bytes: two samples with the same weights have the same."""
-  digest = hashlib.sha1()
+  """SHA-256 (hex) of the arrays' dtypes, shapes and bytes: two samples with the same weights have the same.
+
+  The frozen part's file name holds its first 16 digits
+  (`frozen_part.digest`).
+  """
+  digest = hashlib.sha256()
   for a in values:
-    digest.update(np.ascontiguousarray(a).data)
+    a = np.ascontiguousarray(a)
+    digest.update(('%s%s' % (a.dtype.str, a.shape)).encode())
+    digest.update(a.data)
   return digest.hexdigest()

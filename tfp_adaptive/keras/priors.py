@@ -99,14 +99,20 @@ class GaussianPrior(keras.regularizers.Regularizer):
     return 1. / (self.sigma(shape) ** 2 * self.data_size)
 
   def __call__(self, x):
-    # `part_event_dot`: a matrix-vector product for large kernels (faster
-    # under XLA on CPU than its reduction; `tfp_adaptive.core.tensors`).
-    return tensors.part_event_dot(x, x, 0) * (
-        0.5 * self.precision_over_n(x.shape))
+    return gaussian_loss(x, self.precision_over_n(x.shape))
 
   def get_config(self):
     return {'data_size': self.data_size, 'scale': self.scale,
             'gain': self.gain}
+
+
+def gaussian_loss(x, precision_over_n):
+  """``(c/2)·‖x‖²``: a zero-mean Gaussian prior's ``-log p(x)/N`` up to a constant, ``c = 1/(N σ²)``.
+
+  `part_event_dot`: a matrix-vector product for large kernels (faster
+  under XLA on CPU than its reduction; `tfp_adaptive.core.tensors`).
+  """
+  return tensors.part_event_dot(x, x, 0) * (0.5 * precision_over_n)
 
 
 def default_prior(data_size):
