@@ -69,13 +69,16 @@ def _log_prior(parts):
 class Target(object):
   """The data, the samplers' minibatch target, NUTS's full one, and the function-space projection."""
 
-  def __init__(self, n=100, test=50, batch_size=10, hidden=HIDDEN):
+  def __init__(self, n=100, test=50, batch_size=10, hidden=HIDDEN,
+               input_scales=(1., 1.)):
     x, y = moons(n, 0)
+    x = x * np.asarray(input_scales, np.float32)  # Badly scaled: (30, 1/30).
     self.hidden = hidden
     self.batch_size = batch_size
     self.size = size(hidden)
     self.data = (tf.constant(x), tf.constant(y))
-    self.test_inputs = tf.constant(moons(test, 1)[0])
+    self.test_inputs = tf.constant(
+        moons(test, 1)[0] * np.asarray(input_scales, np.float32))
     self._log_likelihood = (
         lambda parts, batch: _log_likelihood(parts, batch, hidden))
     self.minibatch = tfa.minibatch_log_prob(self._log_likelihood, self.data,

@@ -177,9 +177,14 @@ SHAMPOO = SamplerSpec(
     'factor directions.',
     (Hyperparameter('preconditioner_decay_rate', 0.9995,
                     'λ in [0, 1) of the Kronecker factors.'),
-     Hyperparameter('epsilon', 1e-6,
+     Hyperparameter('epsilon', 1e-3,
                     'persistent ridge ε > 0 added at every root '
-                    'computation.'),
+                    'computation. It bounds the metric by ``ε^{-1/2}`` '
+                    '(a matrix\'s two factors, each ``ε^{-1/4}``), as '
+                    'PSGLD\'s ``diagonal_bias`` bounds its own. Yu et al. '
+                    'use 1e-6, under which Γ along a nearly singular '
+                    'factor throws a corrected chain out (non-finite steps '
+                    'on a small network with minibatches).'),
      Hyperparameter('update_interval', 1,
                     'int >= 1, steps between refreshes of the inverse roots '
                     '(the factors themselves are updated every step).'),
