@@ -9,21 +9,27 @@ import warnings
 
 from tfp_adaptive import validation
 
-__all__ = ['CORRECTED_MODES', 'GAMMA_MODES', 'NONFINITE_POLICIES',
-           'is_corrected', 'lags_metric', 'nonfinite_policy']
+__all__ = ['CORRECTED_MODES', 'GAMMA_MODES', 'KERAS_GAMMA_MODES',
+           'NONFINITE_POLICIES', 'independent_metric', 'is_corrected',
+           'lags_metric', 'nonfinite_policy']
 
 #: Γ modes: ``'none'`` drops Γ; ``'original'`` keeps the Γ of the EMA
 #: metric; ``'corrected'`` divides it by ``1 − α`` (the published
 #: correction); ``'corrected_lagged'`` does the same and steps with the
 #: metric from before the current gradient (docs, "The mathematics",
-#: "Minibatches").
-GAMMA_MODES = ('none', 'original', 'corrected', 'corrected_lagged')
+#: "Minibatches"); ``'corrected_independent'`` (kernels) builds the metric
+#: and Γ from a second minibatch, independent of the drift's.
+GAMMA_MODES = ('none', 'original', 'corrected', 'corrected_lagged',
+               'corrected_independent')
+
+#: The Γ modes of the Keras optimizers, which see one gradient a step.
+KERAS_GAMMA_MODES = GAMMA_MODES[:4]
 
 #: The modes whose Γ is the full divergence of the metric (scaled by
 #: ``1/(1 − α)``). ``'corrected'`` is the published form, whose metric
 #: already holds the current gradient; ``'corrected_lagged'`` steps with
 #: the metric from before it (`lags_metric`).
-CORRECTED_MODES = ('corrected', 'corrected_lagged')
+CORRECTED_MODES = ('corrected', 'corrected_lagged', 'corrected_independent')
 
 #: What to do with a step whose gradient, Γ or new state is not finite.
 #: ``'reject'``: keep the previous state (counted and reported);
@@ -49,6 +55,18 @@ def lags_metric(mode):
   published timing.
   """
   return mode == 'corrected_lagged'
+
+
+def independent_metric(mode):
+  """Whether Γ mode `mode` builds the metric and Γ from a minibatch of their own.
+
+  Only ``'corrected_independent'``: the step draws a second minibatch for
+  the metric's statistics and Γ, so the drift's minibatch gradient is
+  independent of the metric it is scaled by (``E[M_t ∇û_t] = E[M_t] ∇u``),
+  and the metric holds the chain's current position. With exact gradients
+  it is ``'corrected'``.
+  """
+  return mode == 'corrected_independent'
 
 
 def nonfinite_policy(value, allowed=NONFINITE_POLICIES, aliases=None):

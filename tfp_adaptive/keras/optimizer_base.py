@@ -159,7 +159,8 @@ class SamplerOptimizer(default_prior.DefaultPrior,
     self._temperature_variable = None
     # What the steps sum for the callbacks (`step_statistics`).
     self.statistics = step_statistics.StepStatistics()
-    allowed = gamma_lib.GAMMA_MODES if self._supports_gamma else ('none',)
+    allowed = (vocabulary.KERAS_GAMMA_MODES if self._supports_gamma
+               else ('none',))
     self.gamma = validation.check_choice('gamma', gamma, allowed)
     self.gamma_estimator = validation.check_choice(
         'gamma_estimator', gamma_estimator, gamma_lib.GAMMA_ESTIMATORS)
