@@ -22,8 +22,6 @@ __all__ = ['CORRECTED_MODES', 'GAMMA_MODES', 'KERAS_GAMMA_MODES',
 GAMMA_MODES = ('none', 'original', 'corrected', 'corrected_lagged',
                'corrected_independent')
 
-#: The Γ modes of the Keras optimizers, which see one gradient a step.
-KERAS_GAMMA_MODES = GAMMA_MODES[:4]
 
 #: The modes whose Γ is the full divergence of the metric (scaled by
 #: ``1/(1 − α)``). ``'corrected'`` is the published form, whose metric
@@ -67,6 +65,12 @@ def independent_metric(mode):
   it is ``'corrected'``.
   """
   return mode == 'corrected_independent'
+
+
+#: The Γ modes of the Keras optimizers, which see one gradient a step: all
+#: but those that need a second minibatch (`independent_metric`).
+KERAS_GAMMA_MODES = tuple(m for m in GAMMA_MODES
+                          if not independent_metric(m))
 
 
 def nonfinite_policy(value, allowed=NONFINITE_POLICIES, aliases=None):
