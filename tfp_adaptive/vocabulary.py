@@ -9,7 +9,7 @@ import warnings
 
 from tfp_adaptive import validation
 
-__all__ = ['CORRECTED_MODES', 'GAMMA_MODES', 'KERAS_GAMMA_MODES',
+__all__ = ['CORRECTED_MODES', 'GAMMA_MODES',
            'NONFINITE_POLICIES', 'independent_metric', 'is_corrected',
            'lags_metric', 'nonfinite_policy']
 
@@ -17,8 +17,9 @@ __all__ = ['CORRECTED_MODES', 'GAMMA_MODES', 'KERAS_GAMMA_MODES',
 #: metric; ``'corrected'`` divides it by ``1 − α`` (the published
 #: correction); ``'corrected_lagged'`` does the same and steps with the
 #: metric from before the current gradient (docs, "The mathematics",
-#: "Minibatches"); ``'corrected_independent'`` (kernels) builds the metric
-#: and Γ from a second minibatch, independent of the drift's.
+#: "Minibatches"); ``'corrected_independent'`` builds the metric and Γ
+#: from a second minibatch, independent of the drift's (the Keras
+#: optimizers split each minibatch in two).
 GAMMA_MODES = ('none', 'original', 'corrected', 'corrected_lagged',
                'corrected_independent')
 
@@ -26,7 +27,8 @@ GAMMA_MODES = ('none', 'original', 'corrected', 'corrected_lagged',
 #: The modes whose Γ is the full divergence of the metric (scaled by
 #: ``1/(1 − α)``). ``'corrected'`` is the published form, whose metric
 #: already holds the current gradient; ``'corrected_lagged'`` steps with
-#: the metric from before it (`lags_metric`).
+#: the metric from before it (`lags_metric`); ``'corrected_independent'``
+#: with one built from another minibatch (`independent_metric`).
 CORRECTED_MODES = ('corrected', 'corrected_lagged', 'corrected_independent')
 
 #: What to do with a step whose gradient, Γ or new state is not finite.
@@ -62,15 +64,10 @@ def independent_metric(mode):
   the metric's statistics and Γ, so the drift's minibatch gradient is
   independent of the metric it is scaled by (``E[M_t ∇û_t] = E[M_t] ∇u``),
   and the metric holds the chain's current position. With exact gradients
-  it is ``'corrected'``.
+  it is ``'corrected'``. The kernels draw the second minibatch from the
+  step's seed; `fit` splits each minibatch into two random halves.
   """
   return mode == 'corrected_independent'
-
-
-#: The Γ modes of the Keras optimizers, which see one gradient a step: all
-#: but those that need a second minibatch (`independent_metric`).
-KERAS_GAMMA_MODES = tuple(m for m in GAMMA_MODES
-                          if not independent_metric(m))
 
 
 def nonfinite_policy(value, allowed=NONFINITE_POLICIES, aliases=None):

@@ -350,3 +350,39 @@ def test_drift_from_cached_statistics_equals_the_plain_metric_product(name):
       fell.append(state.fallback.numpy())
   if name == 'monge':  # Both branches of the fallback were exercised.
     assert np.any(fell) and not np.all(fell)
+
+
+@pytest.mark.parametrize('name', ['rmsprop', 'shampoo'])
+def test_a_drift_of_its_own_leaves_the_metric_and_gamma_to_the_other_minibatch(
+    name):
+  """``drift_fn`` (``gamma='corrected_independent'``): its value and gradient are returned, the metric state and Γ are `fn`'s; a frozen metric evaluates `drift_fn` only."""
+  pre = PRECONDITIONERS[name]()
+  parts = theta([2])
+  state = pre.init(parts, 1)
+  other = lambda p: log_prob(p, tf.constant(np.arange(9.) / 4, tf.float64))
+  calls = []
+
+  def counted(fn, label):
+    def wrapped(p):
+      calls.append(label)
+      return fn(p)
+    return wrapped
+  run = lambda adapting: core.gamma.gradient_and_gamma(
+      counted(log_prob, 'metric'), parts, pre, state, 0, 1, 'corrected',
+      'exact', adapting=adapting, drift_fn=counted(other, 'drift'))
+  value, grads, new_state, gamma = run(tf.constant(True))
+  want = core.gamma.gradient_and_gamma(log_prob, parts, pre, state, 0, 1,
+                                       'corrected', 'exact')
+  drift_value, drift_grads = core.gamma.value_and_gradient(other, parts)
+  np.testing.assert_allclose(value.numpy(), drift_value.numpy())
+  for got, ref in zip(grads + gamma + tf.nest.flatten(new_state),
+                      drift_grads + want[3] + tf.nest.flatten(want[2])):
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-12)
+  # Eager `tf.cond` runs one branch: frozen, only the drift is evaluated.
+  del calls[:]
+  value, grads, kept, gamma = run(tf.constant(False))
+  assert calls == ['drift'], calls
+  np.testing.assert_allclose(value.numpy(), drift_value.numpy())
+  for a, b in zip(tf.nest.flatten(kept), tf.nest.flatten(state)):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+  assert all(not np.any(g.numpy()) for g in gamma)

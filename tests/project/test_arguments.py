@@ -89,10 +89,7 @@ def _optimizer_rows(cls, own):
           (cls, base, 'prior', ['Flat', 'gaussian', None, 1.]),
           (cls, base, 'seed', SEED)]
   if _takes(cls, 'gamma'):
-    # 'corrected_independent' needs a second minibatch, which an optimizer
-    # does not see: the kernels' mode only.
-    rows += [(cls, base, 'gamma', ['Corrected', None,
-                                   'corrected_independent']),
+    rows += [(cls, base, 'gamma', ['Corrected', None, 'independent']),
              (cls, base, 'gamma_subsample', POSITIVE + [2.]),
              (cls, base, 'gamma_probability', POSITIVE + [2.])]
   if _takes(cls, 'num_adaptation_steps'):

@@ -51,16 +51,16 @@ _TOO_SHORT = 'SampleCollector: this run was too short to tell'
 EXPECTED = {'docs/guides/diagnostics.md#5': ('Pareto distribution',),
             'docs/guides/diagnostics.md#3': (
                 'BayesianEnsemble.check_temperature',),
-            'docs/guides/keras.md#2': ('BayesianEnsemble.check_temperature',),
+            'docs/guides/keras.md#3': ('BayesianEnsemble.check_temperature',),
             # TFP's, for any kernel without a Metropolis test; the snippet
             # shows the check that replaces it.
             'docs/guides/kernels.md#3': ('is not calibrated',),
             # The warm start leaves the prior's directions at Adam's scale;
             # the collector's thermometer says so, as both pages tell.
             'docs/getting_started.md#1': (_UNSETTLED, _TOO_SHORT),
-            'docs/guides/keras.md#3': (_UNSETTLED,),
-            'docs/guides/keras.md#4': (_TOO_SHORT,),
+            'docs/guides/keras.md#4': (_UNSETTLED,),
             'docs/guides/keras.md#5': (_TOO_SHORT,),
+            'docs/guides/keras.md#6': (_TOO_SHORT,),
             'docs/guides/choosing.md#1': (_TOO_SHORT,),
             # TensorFlow's, because this test process used TensorFlow before
             # the snippet created its strategy; a script that follows the

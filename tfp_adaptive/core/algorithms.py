@@ -16,6 +16,7 @@ a velocity that ``M^{1/2} ∇û`` and the noise drive,
 import tensorflow as tf
 
 from tfp_adaptive import validation
+from tfp_adaptive import vocabulary
 from tfp_adaptive.core import diffusion
 from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.core import noise as noise_lib
@@ -59,14 +60,24 @@ class Algorithm(object):
     gradient_noise: SGHMC's ``β̂`` in [0, ``friction``).
     diffusion: `None`, or SGNHT's ``A > 0``: the state then carries a
       velocity and a thermostat per chain (`diffusion.thermostat_step`).
+    lag_metric: the step moves with the metric from before its gradient
+      (``gamma='corrected_lagged'``, `step_state`).
+    metric_warmup_steps: steps over which the metric's statistics gather
+      before the chain moves (`moves`); `None`: the preconditioner's default.
+    independent_metric: the drift's gradient comes from a minibatch of its
+      own, so the metric holds none of its statistics
+      (``gamma='corrected_independent'``, `update`).
   """
 
   def __init__(self, preconditioner, noise_preconditioned=True,
                momentum_decay_rate=None, drift_scale=1., noise='gaussian',
                num_adaptation_steps=None, friction=None, gradient_noise=0.,
-               diffusion=None, lag_metric=False, metric_warmup_steps=None):
+               diffusion=None, lag_metric=False, metric_warmup_steps=None,
+               independent_metric=False):
     self.preconditioner = preconditioner
     self.lag_metric = bool(lag_metric) and preconditioner.is_adaptive
+    self.independent_metric = (bool(independent_metric) and
+                               preconditioner.is_adaptive)
     if metric_warmup_steps is not None:
       metric_warmup_steps = validation.check_int('metric_warmup_steps',
                                                  metric_warmup_steps, low=0)
@@ -91,7 +102,8 @@ class Algorithm(object):
                 num_adaptation_steps=self.num_adaptation_steps,
                 friction=self.friction, gradient_noise=self.gradient_noise,
                 diffusion=self.diffusion, lag_metric=self.lag_metric,
-                metric_warmup_steps=self.metric_warmup_steps)
+                metric_warmup_steps=self.metric_warmup_steps,
+                independent_metric=self.independent_metric)
     args.update(changes)
     return Algorithm(**args)
 
@@ -103,13 +115,17 @@ class Algorithm(object):
     """This algorithm for Γ mode `gamma` (`Preconditioner.for_gamma`: validated, and no state kept for a Γ that is not computed).
 
     With ``gamma='corrected_lagged'`` the step moves with the lagged metric
-    (`step_state`, `gamma.lags_metric`).
+    (`step_state`, `gamma.lags_metric`); with ``'corrected_independent'``
+    its drift's gradient is not one the metric holds
+    (`vocabulary.independent_metric`).
     """
     corrected = gamma_lib.is_corrected(gamma)
     pre = self.preconditioner.for_gamma('corrected' if corrected else gamma)
     return self._replace(preconditioner=pre.with_warmup(
         self._warmup_for(pre, corrected)),
-                         lag_metric=gamma_lib.lags_metric(gamma))
+                         lag_metric=gamma_lib.lags_metric(gamma),
+                         independent_metric=vocabulary.independent_metric(
+                             gamma))
 
   def _warmup_for(self, preconditioner, corrected):
     """`metric_warmup_steps` resolved.
@@ -301,8 +317,10 @@ class Algorithm(object):
       `ratios`, ``(θ_{t+1}, m_t, StepNorms, drift)``, the drift being the
       step's ``M ∇û`` (`drift`), for callers that need it again.
     """
-    if self.num_adaptation_steps is not None or self.lag_metric:
-      # A frozen or lagged metric holds no statistics of this step's ``ĝ``.
+    if (self.num_adaptation_steps is not None or self.lag_metric or
+        self.independent_metric):
+      # A frozen, lagged or independent metric holds no statistics of this
+      # step's ``ĝ``.
       gradient_scale = None
     moves = None if step is None else self.moves(step)
     if moves is not None and gamma is not None:  # Not applied: not counted.

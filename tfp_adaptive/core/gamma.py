@@ -153,7 +153,7 @@ def _exact_gamma(fn, parts, preconditioner, state, step, batch_ndims,
 def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
                        mode='none', estimator='hutchinson', seed=None,
                        gamma_fn=None, probability=1., noise_seed=None,
-                       noise='gaussian', adapting=None):
+                       noise='gaussian', adapting=None, drift_fn=None):
   """One step's log-prob, gradient, updated metric state and scaled Γ.
 
   Args:
@@ -193,26 +193,40 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
       false, the metric is frozen: `state` is returned as it is, and Γ
       (zero for a constant metric) is zeros, not computed; only the
       gradient is taken.
+    drift_fn: optional callable like `fn` whose value and gradient are
+      returned, for a drift independent of the metric
+      (``gamma='corrected_independent'``, `vocabulary.independent_metric`):
+      the metric's statistics and Γ then come from `fn` (a second
+      minibatch), the returned ``(value, grads)`` from `drift_fn`. A frozen
+      or non-adaptive metric takes `drift_fn`'s gradient only.
 
   Returns:
     ``(value, grads, new_state, gamma)`` where ``gamma`` is ``c·Γ`` (``c`` from
     `gamma_scale`; ``c·Γ/p`` or zeros with `probability`) or `None` when
     ``mode == 'none'``.
   """
+  if drift_fn is not None and not preconditioner.is_adaptive:
+    fn, drift_fn = drift_fn, None  # No statistics: only the drift's gradient.
   with_gamma = mode != 'none' and preconditioner.is_adaptive
   if adapting is not None and preconditioner.is_adaptive:
     def adapt():
       out = gradient_and_gamma(fn, parts, preconditioner, state, step,
                                batch_ndims, mode, estimator, seed, gamma_fn,
-                               probability, noise_seed, noise)
+                               probability, noise_seed, noise,
+                               drift_fn=drift_fn)
       return out if with_gamma else out[:3]
 
     def frozen():
-      value, grads = value_and_gradient(fn, parts)
+      value, grads = value_and_gradient(drift_fn or fn, parts)
       zeros = [tf.zeros_like(p) for p in parts]
       return (value, grads, state) + ((zeros,) if with_gamma else ())
     out = tuple(tf.cond(adapting, adapt, frozen))
     return out if with_gamma else out + (None,)
+  if drift_fn is not None:
+    out = gradient_and_gamma(fn, parts, preconditioner, state, step,
+                             batch_ndims, mode, estimator, seed, gamma_fn,
+                             probability, noise_seed, noise)
+    return value_and_gradient(drift_fn, parts) + tuple(out[2:])
   if not with_gamma:
     return _gradient_and_update(fn, parts, preconditioner, state, step,
                                 batch_ndims)[:3] + (None,)

@@ -16,6 +16,7 @@ import tensorflow as tf
 import keras
 
 from tfp_adaptive import _compat
+from tfp_adaptive import vocabulary
 from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.keras import distribute
 from tfp_adaptive.keras import optimizer_base
@@ -23,12 +24,19 @@ from tfp_adaptive.keras import optimizer_base
 __all__ = ['enable_gamma', 'gamma_enabled', 'gradients_and_gamma']
 
 
-def gradients_and_gamma(optimizer, loss_fn, variables, gamma_loss_fn=None):
+def gradients_and_gamma(optimizer, loss_fn, variables, gamma_loss_fn=None,
+                        metric_loss_fn=None):
   """The loss, its gradient and ``c·Γ`` for the next step of `optimizer`.
 
   For custom training loops: ``loss, grads, gamma = gradients_and_gamma(opt,
   lambda: loss_of(model(x), y), model.trainable_variables)`` then
   ``opt.apply(grads, model.trainable_variables, gamma=gamma)``.
+
+  With ``gamma='corrected_independent'`` the metric and Γ come from a
+  minibatch of their own (docs, "The mathematics", "A metric from its own
+  minibatch"): pass its loss as `metric_loss_fn`, and the call returns a
+  fourth item, the metric state, for ``opt.apply(grads, variables,
+  gamma=gamma, metric_state=metric_state)``.
 
   Args:
     optimizer: a built `tfp_adaptive.keras.optimizers.SamplerOptimizer`.
@@ -39,18 +47,41 @@ def gradients_and_gamma(optimizer, loss_fn, variables, gamma_loss_fn=None):
     gamma_loss_fn: optional callable like `loss_fn` on a random part of the
       minibatch, whose Hessian-vector product Γ uses instead of `loss_fn`'s
       (see the optimizer's ``gamma_subsample``).
+    metric_loss_fn: callable like `loss_fn` on a minibatch drawn apart from
+      `loss_fn`'s; required by ``gamma='corrected_independent'`` and refused
+      by the other modes.
 
   Returns:
     ``(loss, grads, gamma)``; ``gamma`` is `None` if the optimizer's
-    ``gamma == 'none'``.
+    ``gamma == 'none'``. With `metric_loss_fn`, ``(loss, grads, gamma,
+    metric_state)``.
+
+  Raises:
+    ValueError: `metric_loss_fn` is missing for ``'corrected_independent'``
+      or given for another mode.
   """
-  return _gradients_gamma_and_state(optimizer, loss_fn, variables,
-                                    gamma_loss_fn)[:3]
+  independent = vocabulary.independent_metric(optimizer.gamma)
+  if independent and metric_loss_fn is None:
+    raise ValueError(
+        "gamma='corrected_independent' builds the metric from a minibatch "
+        'of its own: pass `metric_loss_fn`, the loss on a second minibatch, '
+        'and `metric_state` (the fourth item returned) to `apply`.')
+  if metric_loss_fn is not None and not independent:
+    raise ValueError(
+        "`metric_loss_fn` is for gamma='corrected_independent'; the "
+        'optimizer has gamma=%r.' % (optimizer.gamma,))
+  out = _gradients_gamma_and_state(optimizer, loss_fn, variables,
+                                   gamma_loss_fn, metric_loss_fn)
+  return out if independent else out[:3]
 
 
 def _gradients_gamma_and_state(optimizer, loss_fn, variables,
-                               gamma_loss_fn=None):
-  """`gradients_and_gamma` and the metric state updated with the gradient."""
+                               gamma_loss_fn=None, metric_loss_fn=None):
+  """`gradients_and_gamma` and the metric state updated with the gradient.
+
+  With `metric_loss_fn`, the metric state and Γ are those of its gradient,
+  and the loss and gradient those of `loss_fn`.
+  """
   optimizer.build(variables)
   parts = [optimizer_base.backing_variable(v) for v in variables]
   step = tf.cast(tf.convert_to_tensor(optimizer.iterations), tf.int32)
@@ -60,22 +91,44 @@ def _gradients_gamma_and_state(optimizer, loss_fn, variables,
   # The metric and Γ see the default prior's term as `apply` adds it; the
   # loss and gradient handed back are the loss's own, as without Γ.
   def with_prior(fn):
+    if fn is None:
+      return None
     def posterior(xs):
       loss = fn()
       return loss + tf.cast(optimizer.prior_loss(xs), loss.dtype)
     return posterior
-  sub = None if gamma_loss_fn is None else with_prior(gamma_loss_fn)
+  metric_fn, drift_fn = with_prior(loss_fn), None
+  if metric_loss_fn is not None:
+    metric_fn, drift_fn = with_prior(metric_loss_fn), metric_fn
   loss, grads, pstate, gamma = gamma_lib.gradient_and_gamma(
-      with_prior(loss_fn), parts, optimizer.algorithm.gamma_metric, pstate,
+      metric_fn, parts, optimizer.algorithm.gamma_metric, pstate,
       step, optimizer.chain_ndims,
-      mode, optimizer.gamma_estimator, gamma_seed, sub,
+      mode, optimizer.gamma_estimator, gamma_seed, with_prior(gamma_loss_fn),
       optimizer.gamma_probability, noise_seed=noise_seed,
       noise=optimizer.algorithm.noise,
-      adapting=optimizer.algorithm.adapting(step))
+      adapting=optimizer.algorithm.adapting(step), drift_fn=drift_fn)
   grads = [g if p is None else g - p
            for g, p in zip(grads, optimizer.prior_gradients(parts))]
   loss -= tf.cast(optimizer.prior_loss(parts), loss.dtype)
   return loss, grads, gamma, pstate
+
+
+def _halves(structures, seed):
+  """Two disjoint random halves of the rows of every tensor given (the first takes the odd row)."""
+  first = tf.nest.flatten(structures[0])[0]
+  batch = first.shape[0]
+  if batch is not None and batch < 2:
+    raise ValueError(
+        "gamma='corrected_independent' splits each minibatch in two (the "
+        'drift\'s half and the metric\'s); a minibatch of %d row cannot be '
+        'split. Use a `batch_size` of at least 2.' % batch)
+  if batch is None:
+    batch = tf.shape(first)[0]
+  order = tf.argsort(tf.random.stateless_uniform([batch], seed))
+  k = (batch + 1) // 2
+  take = lambda rows: [tf.nest.map_structure(lambda t: tf.gather(t, rows), s)
+                       if s is not None else None for s in structures]
+  return take(order[:k]), take(order[k:])
 
 
 def _random_rows(structures, fraction, seed):
@@ -114,16 +167,29 @@ def _gamma_train_step(self, data):
   variables = self.trainable_variables
   optimizer = self.optimizer
   _check_optimizer(optimizer)
+  step = tf.cast(tf.convert_to_tensor(optimizer.iterations), tf.int32)
+  gamma_seed = optimizer.step_seeds(step)[0]
+  metric_loss_fn = None
+  gamma_rows = (x, y, sample_weight)
+  if optimizer.needs_gamma and vocabulary.independent_metric(optimizer.gamma):
+    if replicas > 1:
+      raise ValueError(
+          "gamma='corrected_independent' runs on one replica; under a "
+          "distribution strategy use gamma='corrected' or "
+          "'corrected_lagged'.")
+    # The drift's half of the minibatch, and the metric's (docs, "The
+    # mathematics", "A metric from its own minibatch").
+    (x, y, sample_weight), gamma_rows = _halves(
+        (x, y, sample_weight),
+        tf.random.experimental.stateless_fold_in(gamma_seed, 2))
+    metric_loss_fn = lambda: loss_on(*gamma_rows)[0]
   gamma_loss_fn = None
   if optimizer.needs_gamma and optimizer.gamma_subsample < 1:
-    step = tf.cast(tf.convert_to_tensor(optimizer.iterations), tf.int32)
-    seed = tf.random.experimental.stateless_fold_in(
-        optimizer.step_seeds(step)[0], 1)
-    rows = _random_rows((x, y, sample_weight), optimizer.gamma_subsample,
-                        seed)
+    rows = _random_rows(gamma_rows, optimizer.gamma_subsample,
+                        tf.random.experimental.stateless_fold_in(gamma_seed, 1))
     gamma_loss_fn = lambda: loss_on(*rows)[0]
   loss, grads, gamma, pstate = _gradients_gamma_and_state(
-      optimizer, loss_fn, variables, gamma_loss_fn)
+      optimizer, loss_fn, variables, gamma_loss_fn, metric_loss_fn)
   batch = tf.shape(tf.nest.flatten(x)[0])[0]
   _compat.update_loss_tracker(self, loss, batch)
   grads = [g / replicas for g in grads]

@@ -90,9 +90,12 @@ class SamplerOptimizer(default_prior.DefaultPrior,
     temperature: ``τ > 0`` (1 = Bayes posterior; < 1 cold posterior).
     noise: the law of the injected ``ξ``: ``'gaussian'`` (default) or
       ``'rademacher'`` (±1, one random sign per weight; as the kernels').
-    gamma: ``'none' | 'original' | 'corrected' | 'corrected_lagged'`` (as
-      the kernels'); anything but ``'none'`` needs the loss, see
-      `tfp_adaptive.keras.enable_gamma`.
+    gamma: ``'none' | 'original' | 'corrected' | 'corrected_lagged' |
+      'corrected_independent'`` (as the kernels'); anything but ``'none'``
+      needs the loss, see `tfp_adaptive.keras.enable_gamma`. With
+      ``'corrected_independent'`` `fit` steps with the gradient of a random
+      half of each minibatch and builds the metric and Γ from the other
+      half (one replica; in custom loops see `gradients_and_gamma`).
     gamma_estimator: ``'hutchinson' | 'exact'``.
     gamma_subsample: fraction in (0, 1] of each minibatch on which Γ's
       Hessian-vector product is computed (a random subset, drawn per step;
@@ -159,8 +162,7 @@ class SamplerOptimizer(default_prior.DefaultPrior,
     self._temperature_variable = None
     # What the steps sum for the callbacks (`step_statistics`).
     self.statistics = step_statistics.StepStatistics()
-    allowed = (vocabulary.KERAS_GAMMA_MODES if self._supports_gamma
-               else ('none',))
+    allowed = vocabulary.GAMMA_MODES if self._supports_gamma else ('none',)
     self.gamma = validation.check_choice('gamma', gamma, allowed)
     self.gamma_estimator = validation.check_choice(
         'gamma_estimator', gamma_estimator, gamma_lib.GAMMA_ESTIMATORS)
@@ -410,6 +412,13 @@ class SamplerOptimizer(default_prior.DefaultPrior,
     if strategy.num_replicas_in_sync > 1 or index != list(
         range(len(self._trainable_variables))):
       metric_state = None  # Recomputed from the all-reduced gradients.
+    if metric_state is None and self._algorithm.independent_metric:
+      raise ValueError(
+          "%s(gamma='corrected_independent') builds its metric from a "
+          'minibatch apart from the gradients given to `apply`: use it in '
+          '`fit` on one replica, or in a custom loop pass the `metric_state` '
+          'that `gradients_and_gamma(..., metric_loss_fn=...)` returns, for '
+          'all the optimizer\'s variables.' % type(self).__name__)
     _compat.maybe_merge_call(
         self._distributed_step, strategy, grads, gamma, metric_state, index,
         learning_rate, tf.convert_to_tensor(self.iterations))

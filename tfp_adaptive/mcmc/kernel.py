@@ -311,6 +311,11 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
     metric_seed = (tfp.random.split_seed(batch_seed, salt='metric')[0]
                    if independent else batch_seed)
     fn = lambda xs: self._log_prob(xs, metric_seed, current_state)
+    drift_fn = None
+    if independent:
+      def drift_fn(xs):  # The drift's own minibatch, behind a wrapper too.
+        with minibatch.step_seed(batch_seed):
+          return self._log_prob(xs, batch_seed, current_state)
     with minibatch.step_seed(metric_seed):
       lp, grads, pstate, gamma = gamma_lib.gradient_and_gamma(
           fn, parts, self.algorithm.gamma_metric, prev.preconditioner_state,
@@ -320,12 +325,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
           self._gamma_log_prob(metric_seed, current_state),
           p.get('gamma_probability', 1.),
           noise_seed=noise_seed, noise=self.algorithm.noise,
-          adapting=self.algorithm.adapting(prev.step))
-    gradient_scale = 1.  # The drift's gradient is the metric's.
-    if independent:
-      lp, grads = gamma_lib.value_and_gradient(
-          lambda xs: self._log_prob(xs, batch_seed, current_state), parts)
-      gradient_scale = None
+          adapting=self.algorithm.adapting(prev.step), drift_fn=drift_fn)
     h = self._next_step_size(prev.step_size, prev.step, lp.dtype)
     step_pstate = self.algorithm.step_state(prev.preconditioner_state,
                                             pstate, prev.step)
@@ -333,7 +333,7 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
         parts, grads, step_pstate, prev.momentum, gamma, h, p['temperature'],
         noise_seed, batch_ndims,
         noise_scale=schedules.noise_scale(self.step_size, prev.step),
-        gradient_scale=gradient_scale, ratios=True, step=prev.step)
+        gradient_scale=1., ratios=True, step=prev.step)
     # The new metric state and momentum too: overflowing statistics
     # freeze a chain without a NaN in the proposal
     # (`Algorithm.state_is_finite`).
