@@ -1,10 +1,12 @@
-"""Error against the step size with minibatch gradients: the corrected samplers' two forms beside SGLD.
+"""Error against the step size with minibatch gradients: the corrected samplers' three forms beside SGLD and a frozen metric.
 
 At a fixed batch size and decay, the published corrected sampler
 (``gamma='corrected'``: the metric holds the current gradient) keeps an
 error that a smaller step does not remove; ``gamma='corrected_lagged'``
-(the metric from before the current gradient) does not (docs, "The mathematics",
-"Minibatches"). Two targets, each over a decade of steps:
+(the metric from before the current gradient) and
+``gamma='corrected_independent'`` (the metric from a second minibatch) do
+not (docs, "The mathematics", "Minibatches"). Three targets, each over a
+decade of steps:
 
 * **A Gaussian with minibatch noise of known law**: ``u(θ) = −θ²/2`` per
   coordinate, each step sees ``ĝ = −aθ + c`` with ``a ~ N(1, 1)`` and
@@ -74,6 +76,8 @@ def samplers():
       ('SGLD', lambda fn, h, burn: tfa.mcmc.SGLD(fn, h), False),
       ("PSGLD, gamma='corrected'", psgld('corrected'), True),
       ("PSGLD, gamma='corrected_lagged'", psgld('corrected_lagged'), True),
+      ("PSGLD, gamma='corrected_independent'",
+       psgld('corrected_independent'), True),
       ('PSGLD, adapted then frozen', psgld('none', frozen=True), True),
   ]
 
@@ -173,8 +177,10 @@ def predictive_floor(reference):
 
 def mlp_error(factory, target, reference, floor, h, chains, horizon, seed,
               draws=1000):
-  """``(error, se)`` in units of NUTS's floor: each group's mean total variation against NUTS's groups.
+  """``(error, se, own)`` in units of NUTS's floor: each group's mean total variation against NUTS's groups.
 
+  ``own`` is the chains' own floor, the same distance between two of their
+  groups: an error close to it is mostly the chains' Monte Carlo error.
   The chain keeps `draws` predictives, evenly spaced after its burn-in, and
   no weights.
   """
@@ -193,7 +199,7 @@ def mlp_error(factory, target, reference, floor, h, chains, horizon, seed,
   probs = run().numpy()
   ours = predictive_groups(probs)
   tv = np.array([[np.abs(a - b).mean() for b in reference] for a in ours])
-  return _over_groups(tv.mean(1) / floor)
+  return _over_groups(tv.mean(1) / floor) + (predictive_floor(ours) / floor,)
 
 
 def step_cost(factory, target, chains, h, steps=200, repeats=5):
@@ -285,19 +291,24 @@ def main():
             'mean_NUTS|/sd_NUTS over the 9 coefficients, NUTS on the full '
             'posterior. MLP: mean total variation of the test predictive '
             'between groups of chains and groups of NUTS\'s, over NUTS\'s own '
-            '(between its groups; 1 is NUTS\'s Monte Carlo floor). Slope: '
+            '(between its groups; 1 is NUTS\'s Monte Carlo floor); own: the '
+            'same distance between two of the chains\' own groups, their '
+            'Monte Carlo floor. Slope: '
             'least squares of log error on log h (1: the error falls with h; '
             '0: a floor, which can be the Monte Carlo error). PSGLD: decay '
             '0.95, diagonal_bias 1e-3; adapted then frozen: its metric adapts '
-            'over the burn-in (a quarter of the run), without Γ. Cost: one '
+            'over the burn-in (a quarter of the run), without Γ; '
+            'corrected_independent: the metric and Γ from a second '
+            'minibatch (two gradients a step). Cost: one '
             'step of all the chains, compiled.' % GROUPS))
   _plot(curves, os.path.join(out, 'minibatch_bias.png'))
 
 
 def _row(target, label, steps, errs, cost=None):
-  cells = ', '.join('h=%g: %.4f ± %.4f' % (h, e, s)
-                    for h, (e, s) in zip(steps, errs))
-  return [target, label, cells, '%.2f' % slope(steps, [e for e, _ in errs]),
+  cells = ', '.join('h=%g: %.4f ± %.4f%s' % (
+      h, e[0], e[1], ' (own %.2f)' % e[2] if len(e) > 2 else '')
+                    for h, e in zip(steps, errs))
+  return [target, label, cells, '%.2f' % slope(steps, [e[0] for e in errs]),
           '—' if cost is None else '%.2f' % cost]
 
 
@@ -309,7 +320,7 @@ def _plot(curves, path):
   panels = ('Gaussian', 'Logistic', 'MLP')
   for label, steps, errs in curves:
     ax = axes[panels.index(label.split(':')[0])]
-    ax.errorbar(steps, [e for e, _ in errs], [s for _, s in errs],
+    ax.errorbar(steps, [e[0] for e in errs], [e[1] for e in errs],
                 marker='o', capsize=3, label=label.split(': ', 1)[1])
   for ax, title in zip(axes, ['Gaussian, minibatch noise: |sd − 1|',
                               'Logistic regression: max |Δmean|/sd',

@@ -11,6 +11,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_adaptive as tfa
+from tests.conftest import full_size_only
 
 REFUSED = ['PSGLD', 'MongeSGRLD', 'ShampooSGRLD']
 
@@ -63,8 +64,12 @@ def test_the_refusal_follows_the_argument_checks():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('name', ['MongeSGRLD', 'ShampooSGRLD'])
-@pytest.mark.parametrize('input_scales', [(1., 1.), (30., 1. / 30.)])
+@pytest.mark.parametrize('name, input_scales', [
+    ('MongeSGRLD', (1., 1.)), ('MongeSGRLD', (30., 1. / 30.)),
+    # Shampoo's XLA roots cost about 30 ms a step and chain here: CI runs
+    # the badly scaled copy, where it failed most at Yu et al.'s ridge.
+    pytest.param('ShampooSGRLD', (1., 1.), marks=full_size_only()),
+    ('ShampooSGRLD', (30., 1. / 30.))])
 def test_the_riemannian_defaults_take_no_nonfinite_step_on_a_network(
     name, input_scales):
   """The panel's Bayesian MLP with minibatches, and a badly scaled copy (inputs ×30 and ÷30).
