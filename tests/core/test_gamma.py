@@ -352,6 +352,7 @@ def test_drift_from_cached_statistics_equals_the_plain_metric_product(name):
     assert np.any(fell) and not np.all(fell)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', ['rmsprop', 'shampoo'])
 def test_a_drift_of_its_own_leaves_the_metric_and_gamma_to_the_other_minibatch(
     name):

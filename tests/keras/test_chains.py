@@ -55,7 +55,10 @@ OPTIMIZERS = {
 }
 
 
-@pytest.mark.parametrize('name', sorted(OPTIMIZERS))
+# The quick tier keeps PSGLD's; every sampler runs with the slow tests.
+@pytest.mark.parametrize('name', [
+    n if n == 'PSGLD' else pytest.param(n, marks=pytest.mark.slow)
+    for n in sorted(OPTIMIZERS)])
 def test_each_chain_is_its_own_fit_without_noise(name):
   """No noise (``burnin`` beyond the run), Γ off: deterministic, so equal."""
   x, y = _digits()
@@ -68,10 +71,12 @@ def test_each_chain_is_its_own_fit_without_noise(name):
       np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
 
 
-@pytest.mark.parametrize('gamma', ['original', 'corrected',
-                                   'corrected_lagged'])
+# 'original' is 'corrected' times 1 − α; 'corrected_independent' has its
+# own test with chains (`test_independent_metric.py`).
+@pytest.mark.slow
+@pytest.mark.parametrize('gamma', ['corrected', 'corrected_lagged'])
 def test_each_chain_has_its_own_gamma(gamma):
-  """Γ of every mode, computed exactly (no probe) and without noise: each chain as its own fit."""
+  """Γ of the corrected modes, computed exactly (no probe) and without noise: each chain as its own fit."""
   x, y = _digits(128)
   make = lambda: tfa.keras.optimizers.MongeSGRLD(
       1e-3, data_size=len(x), burnin=10**6, gamma=gamma,
@@ -83,6 +88,7 @@ def test_each_chain_has_its_own_gamma(gamma):
       np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
 
 
+@pytest.mark.slow
 def test_chains_from_one_start_draw_their_own_noise():
   """Two chains from equal weights part under the noise and Γ's probe (under XLA, where the chains' calls are unrolled); without noise they stay equal."""
   x, y = _digits()
@@ -98,6 +104,7 @@ def test_chains_from_one_start_draw_their_own_noise():
                              quiet.chain_weights(1)[0], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_prior_and_regularizers_apply_per_chain():
   """A fan-in prior (its scale from one chain's shape) gives each chain the one-chain gradient."""
   x, y = _digits()
@@ -165,6 +172,7 @@ def test_members_per_chain_on_disk(tmp_path):
                              rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_keras_save_and_load_model(tmp_path):
   """`chains.save` and `keras.models.load_model` give the same chains, compiled with a chain-axis sampler."""
   x, y = _digits()
@@ -182,6 +190,7 @@ def test_keras_save_and_load_model(tmp_path):
             callbacks=[tfa.keras.SampleCollector(monitor=False)])
 
 
+@pytest.mark.slow
 def test_resume_continues_every_chain(tmp_path):
   """A run stopped after 2 of 4 epochs and resumed ends with the uninterrupted run's members, bitwise on CPU."""
   x, y = _digits()
@@ -236,6 +245,7 @@ def test_batch_norm_and_dropout_vary_per_chain():
   np.testing.assert_allclose(inference[:, 0], inference[:, 1], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_curvature_calibration_takes_the_stiffest_chain():
   """The calibrated step of K chains is the smallest of their one-chain steps: each chain's curvature and gradient noise read on its own."""
   x, y = _digits(512)

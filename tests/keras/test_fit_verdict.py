@@ -63,6 +63,7 @@ def test_monitor_must_be_a_bool_or_a_monitor(bad):
     tfa.keras.SampleCollector(monitor=bad)
 
 
+@pytest.mark.slow
 def test_a_run_too_short_to_read_says_so_with_the_length_it_needs():
   """A 128-step `fit` with two members is returned with a warning naming the length it needs.
 

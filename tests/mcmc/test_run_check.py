@@ -33,6 +33,7 @@ def _run(kernel, steps=2000, trace_fn=tfa.mcmc.trace_checks):
         jit_compile=True)()
 
 
+@pytest.mark.slow
 def test_a_hot_run_is_told_as_sample_tells_it():
   kernel = tfa.mcmc.SGLD(_normal, 1.)
   samples, trace = _run(kernel)
@@ -89,6 +90,7 @@ def test_a_trace_without_the_checks_is_refused_naming_trace_checks():
     tfa.mcmc.check_run(tfp.mcmc.RandomWalkMetropolis(_normal), samples, trace)
 
 
+@pytest.mark.slow
 def test_a_run_too_short_to_read_says_so_with_the_length_it_needs():
   """A run too short to read is told, with how many times longer to run; following that, it gets read.
 

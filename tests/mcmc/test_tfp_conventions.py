@@ -13,6 +13,7 @@ distribution's `StructTuple` in its default event space, against NUTS:
 import collections
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_probability as tfp
 
@@ -34,6 +35,7 @@ def _run(kernel, state, steps=30):
       steps, state, kernel=kernel, trace_fn=None, seed=(3, 4)))()
 
 
+@pytest.mark.slow
 def test_a_nest_samples_what_its_list_of_parts_samples():
   """A namedtuple and a dict state (float64, a rank-2 batch of chains) come back in their nest, each draw equal to the list state's.
 
