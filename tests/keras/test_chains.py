@@ -162,6 +162,22 @@ def test_members_per_chain_on_disk(tmp_path):
         chains.chain_weights(m.chain)[0])
   idata = loaded.to_arviz(x[:8], y[:8])
   assert idata.posterior.sizes['chain'] == 3
+  # The run's directory holds one directory per chain: hard links to that
+  # chain's members, and a manifest of its own.
+  for k in range(3):
+    view = os.path.join(directory, 'chain_%d' % k)
+    alone = tfa.keras.BayesianEnsemble.load(view)
+    assert sorted(m.step for m in alone.members) == steps
+    assert alone.chains == [k]
+    mine = [m.chain == k for m in loaded.members]
+    np.testing.assert_allclose(alone.predict(x),
+                               loaded.predict_members(x)[mine].mean(0),
+                               rtol=1e-5, atol=1e-6)
+    for name in os.listdir(view):
+      if name.startswith('sample_'):
+        assert name.endswith('_chain%03d.npz' % k)
+        assert os.path.samefile(os.path.join(view, name),
+                                os.path.join(directory, name))
   # Saved: one directory per chain, which `load` reads back.
   saved = str(tmp_path / 'saved')
   loaded.save(saved)

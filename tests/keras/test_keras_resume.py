@@ -53,9 +53,19 @@ def _committed(directory):
   manifest = store.read_manifest()
   if manifest is not None:
     for entry in (manifest['samples'] + manifest.get('frozen', []) +
-                  [manifest['checkpoint']]):
+                  [manifest['checkpoint']] if manifest.get('checkpoint')
+                  else []):
       store.verify(entry)
   return manifest
+
+
+def _views(directory, chains):
+  """Each chain's directory (`tfp_adaptive.keras.chain_views`): its committed manifest, every file it lists verified."""
+  if not chains:
+    return []
+  return [_committed(os.path.join(directory, 'chain_%d' % k))
+          if os.path.isdir(os.path.join(directory, 'chain_%d' % k)) else None
+          for k in range(chains)]
 
 
 def _samples(directory):
@@ -90,17 +100,23 @@ class _Reader(threading.Thread):
   def __init__(self, directory, seed, chains=None):
     super().__init__(daemon=True)
     self.directory = directory
+    self.chains = chains
     self.model = tfa.keras.chains.member_model(
         keras_resume_run.build(seed, chains)[2])
     self.loads, self.failures, self.stop = 0, [], threading.Event()
 
   def run(self):
+    # With chains, the run's directory and each chain's in turn.
+    places = [self.directory] + [os.path.join(self.directory, 'chain_%d' % k)
+                                 for k in range(self.chains or 0)]
+    turn = 0
     while not self.stop.is_set():
+      turn += 1
       try:
         with warnings.catch_warnings():
           warnings.simplefilter('ignore')  # Leftovers of a killed run.
-          ensemble = tfa.keras.BayesianEnsemble.load(self.directory,
-                                                     model=self.model)
+          ensemble = tfa.keras.BayesianEnsemble.load(
+              places[turn % len(places)], model=self.model)
         assert 1 <= len(ensemble) <= 4, len(ensemble)
         self.loads += 1
       except sample_files.SampleFileError as e:
@@ -159,6 +175,7 @@ def _soak(tmp_path, kills, seed=FIXED, reader=False, chains=None):
       done = _kill_once(d, rng, at_new_file=(i % 3 == 2), seed=seed,
                         epochs=epochs, chains=chains)
       _check_settled(_committed(d), settled)  # Every restore point is whole.
+      _views(d, chains)  # Each chain's directory is whole too.
       if done:
         break
   finally:
@@ -187,6 +204,12 @@ def _soak(tmp_path, kills, seed=FIXED, reader=False, chains=None):
   assert len(frozen) == (0 if seed == FIXED else 1)
   _same_files(ref_dir, d, frozen)
   assert not [n for n in os.listdir(d) if n.startswith('.tmp-')]
+  for k, view in enumerate(_views(d, chains)):  # Up to date, nothing left.
+    assert view['members'] == [n for n in b['members']
+                               if n.endswith('_chain%03d.npz' % k)]
+    here = os.path.join(d, 'chain_%d' % k)
+    assert _samples(here) == sorted(view['members'])
+    assert not [n for n in os.listdir(here) if n.startswith('.tmp-')]
   if watcher:
     assert watcher.loads > 0 and not watcher.failures, (watcher.loads,
                                                         watcher.failures)

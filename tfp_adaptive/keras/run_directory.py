@@ -5,7 +5,8 @@
 `tfp_adaptive.keras.sample_store.SampleStore` (one owner per directory,
 file first, then the manifest that lists it, atomically), so a process
 killed at any moment leaves a directory that either lists a file whole or
-does not list it.
+does not list it. A run of several chains also keeps one directory per
+chain inside it (`tfp_adaptive.keras.chain_views`).
 """
 
 import json
@@ -15,6 +16,7 @@ import warnings
 import numpy as np
 import keras
 
+from tfp_adaptive.keras import chain_views
 from tfp_adaptive.keras import chains as chains_lib
 from tfp_adaptive.keras import frozen_part
 from tfp_adaptive.keras import members as members_lib
@@ -43,6 +45,7 @@ class RunDirectory(object):
     self._manifest = {}
     self._entries = {}   # Manifest entry per member path.
     self._pinned = {}    # Entries of the members at the last checkpoint.
+    self.views = chain_views.ChainViews(self.store)  # One per chain.
 
   @property
   def directory(self):
@@ -67,6 +70,7 @@ class RunDirectory(object):
                               lambda f: json.dump(config, f), binary=False)
 
   def release(self):
+    self.views.release()
     self.store.release()
 
   def _check_unused(self):
@@ -75,6 +79,7 @@ class RunDirectory(object):
         sample_store.is_deletable(n) for n in os.listdir(store.directory))
     if used and self.overwrite:
       store.wipe()
+      self.views.wipe()
     elif used and self.resume:
       raise ValueError(
           'SampleCollector(resume=True): call `initial_epoch = '
@@ -130,6 +135,9 @@ class RunDirectory(object):
         likelihood=likelihood.get_config(), weighting=weighting,
         identity=sample_store.run_identity(model))
     self.store.commit(manifest)
+    chains = chains_lib.num_chains(model)
+    if chains > 1:  # One directory per chain too, after the run's commit.
+      self.views.update(manifest, chains)
 
   def save_checkpoint(self, model, epoch, state, arrays, members, likelihood,
                       weighting):

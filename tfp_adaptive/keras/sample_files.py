@@ -15,8 +15,8 @@ import zipfile
 
 import numpy as np
 
-__all__ = ['SampleFileError', 'atomic_write', 'read_arrays', 'read_metadata',
-           'read_sample', 'write_arrays']
+__all__ = ['SampleFileError', 'atomic_write', 'fsync_directory',
+           'read_arrays', 'read_metadata', 'read_sample', 'write_arrays']
 
 _META = '__metadata__'
 
@@ -25,7 +25,8 @@ class SampleFileError(IOError):
   """A sample or checkpoint file is missing, truncated or corrupted."""
 
 
-def _fsync_dir(directory):
+def fsync_directory(directory):
+  """Flushes `directory`'s entries (a rename or link in it) to disk, where the OS allows."""
   try:
     fd = os.open(directory, os.O_RDONLY)
   except OSError:
@@ -51,7 +52,7 @@ def atomic_write(path, write, binary=True):
     if os.path.exists(tmp):
       os.remove(tmp)
     raise
-  _fsync_dir(directory)
+  fsync_directory(directory)
 
 
 def write_arrays(path, arrays, metadata):
