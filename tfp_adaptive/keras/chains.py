@@ -34,7 +34,7 @@ from tfp_adaptive import _compat
 from tfp_adaptive import validation
 from tfp_adaptive.keras import frozen_part
 
-__all__ = ['Chains', 'member_model', 'num_chains', 'per_chain']
+__all__ = ['Chains', 'member_model', 'num_chains', 'per_chain', 'take']
 
 
 def member_model(model):
@@ -45,6 +45,16 @@ def member_model(model):
 def num_chains(model):
   """The number of chains of `model`: ``model.num_chains`` for `Chains`, else 1."""
   return model.num_chains if isinstance(model, Chains) else 1
+
+
+def take(model, previous=None):
+  """``(values per chain, part)``: a copy of each chain's weights now, the frozen part shared (`frozen_part.take`; `previous`: the last part)."""
+  if not isinstance(model, Chains):
+    values, part = frozen_part.take(model, previous)
+    return [values], part
+  rows = model.all_chain_weights()
+  part = frozen_part.snapshot(model.template, rows[0], previous)
+  return [frozen_part.with_part(row, part) for row in rows], part
 
 
 def per_chain(model, outputs):

@@ -7,7 +7,6 @@ is all `fit` needs. Steps are the optimizer's iteration counter, so a resumed
 run continues the schedule.
 """
 
-import os
 import warnings
 
 import numpy as np
@@ -21,12 +20,10 @@ from tfp_adaptive.keras import data_arrays
 from tfp_adaptive.keras import distribute
 from tfp_adaptive.keras import ensemble as ensemble_lib
 from tfp_adaptive.keras import fit_checks
-from tfp_adaptive.keras import frozen_part
 from tfp_adaptive.keras import gamma_train_step
 from tfp_adaptive.keras import health
 from tfp_adaptive.keras import likelihoods
 from tfp_adaptive.keras import members as members_lib
-from tfp_adaptive.keras import monitor as monitor_lib
 from tfp_adaptive.keras import optimizer_base
 from tfp_adaptive.keras import run_directory
 from tfp_adaptive.keras import running_ensemble
@@ -129,18 +126,9 @@ class SampleCollector(keras.callbacks.Callback):
     self.sample_points = selection.SamplePoints(burnin, thinning)
     self.window = selection.Window(max_samples, window, seed)
     self.unit = validation.check_choice('unit', unit, UNITS)
-    if directory is not None and not isinstance(directory, (str, os.PathLike)):
-      raise TypeError('`directory` must be a path or None. Received: '
-                      'directory=%r' % (directory,))
-    self.directory = None if directory is None else os.fspath(directory)
-    self.resume = validation.check_bool('resume', resume)
-    self.overwrite = validation.check_bool('overwrite', overwrite)
-    if resume and overwrite:
-      raise ValueError('Pass resume=True or overwrite=True, not both.')
-    if (resume or overwrite) and directory is None:
-      raise ValueError('`resume` and `overwrite` need a `directory`.')
-    self._run = None if directory is None else run_directory.RunDirectory(
-        self.directory, self.resume, self.overwrite)
+    self._run = run_directory.from_arguments(directory, resume, overwrite)
+    self.directory = self._run and self._run.directory
+    self.resume, self.overwrite = bool(resume), bool(overwrite)
     self._likelihood_args = (likelihood, from_logits, noise_variance)
     likelihoods.check_likelihood_args(*self._likelihood_args)
     self.weighting = validation.check_choice(
@@ -151,16 +139,8 @@ class SampleCollector(keras.callbacks.Callback):
     self.training_data = data_arrays.check_validation_data(training_data,
                                                             'training_data')
     self._counts_per_batch = True  # Set at the start of `fit`.
-    if check_temperature is not None:
-      warnings.warn('SampleCollector(check_temperature=...) is deprecated; '
-                    'pass monitor=%r.' % bool(check_temperature),
-                    DeprecationWarning, stacklevel=2)
-      monitor = validation.check_bool('check_temperature', check_temperature)
-    if not (isinstance(monitor, bool) or
-            isinstance(monitor, monitor_lib.SamplerMonitor)):
-      raise TypeError('`monitor` must be True, False or a SamplerMonitor. '
-                      'Received: monitor=%r' % (monitor,))
-    self.monitor = monitor
+    self.monitor = collector_readings.check_monitor(monitor,
+                                                   check_temperature)
     self._readings = collector_readings.CollectorReadings(monitor,
                                                           self.training_data)
     self.members = []
@@ -373,13 +353,8 @@ class SampleCollector(keras.callbacks.Callback):
 
   def _take(self):
     """The weights of each chain now (one list of arrays per chain), frozen part shared."""
-    model = self.model
-    if not isinstance(model, chains_lib.Chains):
-      values, self._frozen = frozen_part.take(model, self._frozen)
-      return [values]
-    rows = model.all_chain_weights()
-    self._frozen = frozen_part.snapshot(model.template, rows[0], self._frozen)
-    return [frozen_part.with_part(row, self._frozen) for row in rows]
+    rows, self._frozen = chains_lib.take(self.model, self._frozen)
+    return rows
 
   def _skip(self, step, why):
     if self.nonfinite == 'raise':

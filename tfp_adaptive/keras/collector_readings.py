@@ -37,6 +37,7 @@ import warnings
 
 import numpy as np
 
+from tfp_adaptive import validation
 from tfp_adaptive.diagnostics import temperature as temperature_lib
 from tfp_adaptive.keras import data_arrays
 from tfp_adaptive.keras import ensemble_temperature
@@ -45,7 +46,25 @@ from tfp_adaptive.keras import monitor as monitor_lib
 from tfp_adaptive.keras import optimizer_base
 from tfp_adaptive.keras import regime_sums
 
-__all__ = ['CollectorReadings']
+__all__ = ['CollectorReadings', 'check_monitor']
+
+
+def check_monitor(monitor, check_temperature=None):
+  """The collector's ``monitor=`` checked (``check_temperature=``, its deprecated form, taken with a warning).
+
+  Raises:
+    TypeError: `monitor` is not True, False or a `SamplerMonitor`.
+  """
+  if check_temperature is not None:
+    warnings.warn('SampleCollector(check_temperature=...) is deprecated; '
+                  'pass monitor=%r.' % bool(check_temperature),
+                  DeprecationWarning, stacklevel=3)
+    monitor = validation.check_bool('check_temperature', check_temperature)
+  if not (isinstance(monitor, bool) or
+          isinstance(monitor, monitor_lib.SamplerMonitor)):
+    raise TypeError('`monitor` must be True, False or a SamplerMonitor. '
+                    'Received: monitor=%r' % (monitor,))
+  return monitor
 
 
 class CollectorReadings(object):

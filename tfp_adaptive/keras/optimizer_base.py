@@ -25,8 +25,6 @@ single-device Γ). Multi-worker runs must pass the same explicit `seed` on
 every worker: the default seed is drawn per process.
 """
 
-import warnings
-
 import numpy as np
 import tensorflow as tf
 import keras
@@ -36,9 +34,9 @@ from tfp_adaptive import schedules
 from tfp_adaptive import validation
 from tfp_adaptive import vocabulary
 from tfp_adaptive.core import gamma as gamma_lib
-from tfp_adaptive.core import tensors
 from tfp_adaptive.keras import distribute
 from tfp_adaptive.keras import default_prior
+from tfp_adaptive.keras import optimizer_step
 from tfp_adaptive.keras import step_statistics
 
 __all__ = ['NONFINITE_POLICIES', 'PRIORS', 'SamplerOptimizer',
@@ -333,6 +331,11 @@ class SamplerOptimizer(default_prior.DefaultPrior,
     """τ as a variable, once built (`TemperatureRamp` assigns it during `fit`)."""
     return self._temperature_variable
 
+  @property
+  def state_is_bool(self):
+    """Per variable of the sampler state: whether it holds a bool (stored as int32)."""
+    return self._state_is_bool
+
   def sampler_state(self, state_variables=None):
     """The metric state and momentum as tensors, ``(pstate, momentum)``."""
     state_variables = state_variables or self._state_variables
@@ -440,98 +443,5 @@ class SamplerOptimizer(default_prior.DefaultPrior,
                          per([v.value for v in self._state_variables], i),
                          local(self._num_nonfinite.value, i))
 
-  def _local_step(self, variables, grads, gamma, metric_state, index,
-                  learning_rate, step, state_variables, num_nonfinite):
-    parts = [tf.convert_to_tensor(v) for v in variables]
-    full_grads = [tf.zeros_like(p) for p in parts]
-    full_gamma = None if gamma is None else [tf.zeros_like(p) for p in parts]
-    for k, i in enumerate(index):
-      full_grads[i] = tf.cast(grads[k], parts[i].dtype)
-      if gamma is not None:
-        full_gamma[i] = tf.cast(gamma[k], parts[i].dtype)
-    # The default prior enters before the metric, as a regularizer's does.
-    full_grads = [g if p is None else g + p for g, p in
-                  zip(full_grads, self.prior_gradients(parts))]
-    pstate, momentum = self.sampler_state(state_variables)
-    step32 = tf.cast(step, tf.int32)
-    chains = self.chain_ndims
-    new_pstate = (metric_state if metric_state is not None else
-                  self._algorithm.update_metric(pstate, full_grads, step32,
-                                                chains))
-    n = self.data_size
-    target_grads = [-tf.cast(n, g.dtype) * g for g in full_grads]
-    # No noise during TFP's `burnin`, nor in a cyclical schedule's
-    # exploration stages (`tfp_adaptive.schedules.Cyclical`).
-    noise_scale = schedules.noise_scale(self.learning_rate_schedule, step)
-    if self.burnin > 0:
-      after = tf.cast(step > self.burnin, tf.float32)
-      noise_scale = after if noise_scale is None else noise_scale * after
-    _, noise_seed = self.step_seeds(step)
-    temperature = tf.convert_to_tensor(self._temperature_variable)
-    out = self._algorithm.update(
-        parts, target_grads,
-        self._algorithm.step_state(pstate, new_pstate, step32), momentum,
-        full_gamma, learning_rate,
-        temperature, noise_seed, chains, noise_scale, gradient_scale=-n,
-        step=step32,
-        ratios=self.statistics.wants_ratios)
-    new_parts, new_momentum = out[:2]
-    # A NaN/Inf in the gradient or Γ reaches the new weights; overflowing
-    # statistics do not (`Algorithm.state_is_finite`), so the new metric
-    # state is checked too. The step is committed or skipped as a whole
-    # (per chain, with a chain axis).
-    ok = (tensors.finite_chains(new_parts, chains) &
-          self._algorithm.state_is_finite(new_pstate, new_momentum,
-                                          full_grads, chains))
-    new_state = tf.nest.flatten((new_pstate, new_momentum))
-    if self.nonfinite == 'raise':
-      if (_compat.in_xla_context() and
-          not self.statistics.nonfinite_after_batch):
-        warnings.warn(
-            '%s(nonfinite=\'raise\') under jit_compile=True: XLA drops the '
-            'in-graph check, so a non-finite step is skipped and counted in '
-            '`num_nonfinite` but raises only where a SampleCollector checks '
-            'the count after each batch.' % type(self).__name__)
-      with tf.control_dependencies([tf.debugging.Assert(tf.reduce_all(ok), [
-          'Non-finite gradient, Γ or weights in %s at iteration' % self.name,
-          step, '; lower the learning rate or check the model.'])]):
-        ok = tf.identity(ok)
-    if self.statistics.wants_ratios:
-      # Pooled over chains: each norm is the chains' mean, and a step
-      # counts when every chain took it.
-      norms = out[2] if not chains else type(out[2])(
-          *[tf.reduce_mean(n) for n in out[2]])
-      self.statistics.accumulate(parts, target_grads, norms, out[3],
-                                 learning_rate, tf.reduce_all(ok), index)
-
-    # Commit or keep everything: a select fuses into the update's own pass
-    # under XLA, where a `tf.cond` around the assignments copied the weights.
-    def select(new, old):
-      if not chains:
-        return tf.where(ok, new, old)
-      if new.shape.rank < chains:  # A statistic shared by the chains.
-        return tf.where(tf.reduce_all(ok), new, old)
-      return tensors.where_chains(ok, new, old, chains)
-    for i in index:
-      variables[i].assign(select(new_parts[i], parts[i]))
-    old_state = tf.nest.flatten((pstate, momentum))
-    cached = tf.nest.flatten((
-        self.preconditioner.cached_leaves(new_pstate),
-        tf.nest.map_structure(lambda _: False, new_momentum)))
-    # Leaves the metric recomputes only at refresh steps (Shampoo's roots)
-    # are written back unselected: between refreshes they are the
-    # variables' own values, which XLA then updates in place (a select, or
-    # a `tf.cond` around the write, would copy them every step, a sizeable
-    # share of a blocked Shampoo step). A refresh from factors that are not
-    # finite keeps the roots (`Preconditioner.cached_leaves`), so a step
-    # rejected for a non-finite gradient leaves them as they were; one
-    # rejected for non-finite weights alone keeps roots refreshed from its
-    # factors.
-    for v, leaf, old, is_bool, c in zip(state_variables, new_state, old_state,
-                                        self._state_is_bool, cached):
-      if not c:
-        leaf = select(leaf, old)
-      v.assign(tf.cast(leaf, tf.int32) if is_bool else leaf)
-    # A step counts as skipped when any chain's was rejected.
-    skipped = tf.cast(tf.logical_not(tf.reduce_all(ok)), tf.int64)
-    num_nonfinite.assign_add(skipped)
+  def _local_step(self, *args):
+    optimizer_step.local_step(self, *args)

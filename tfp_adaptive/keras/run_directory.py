@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 import keras
 
+from tfp_adaptive import validation
 from tfp_adaptive.keras import chain_views
 from tfp_adaptive.keras import chains as chains_lib
 from tfp_adaptive.keras import frozen_part
@@ -24,7 +25,29 @@ from tfp_adaptive.keras import optimizer_base
 from tfp_adaptive.keras import sample_files
 from tfp_adaptive.keras import sample_store
 
-__all__ = ['RunDirectory']
+__all__ = ['RunDirectory', 'from_arguments']
+
+
+def from_arguments(directory, resume=False, overwrite=False):
+  """The `RunDirectory` of a collector's arguments, checked; `None` without a `directory`.
+
+  Raises:
+    TypeError: `directory` is not a path or `None`.
+    ValueError: `resume` or `overwrite` is not a bool, both are set, or
+      either is set without a `directory`.
+  """
+  if directory is not None and not isinstance(directory, (str, os.PathLike)):
+    raise TypeError('`directory` must be a path or None. Received: '
+                    'directory=%r' % (directory,))
+  resume = validation.check_bool('resume', resume)
+  overwrite = validation.check_bool('overwrite', overwrite)
+  if resume and overwrite:
+    raise ValueError('Pass resume=True or overwrite=True, not both.')
+  if (resume or overwrite) and directory is None:
+    raise ValueError('`resume` and `overwrite` need a `directory`.')
+  if directory is None:
+    return None
+  return RunDirectory(os.fspath(directory), resume, overwrite)
 
 
 class RunDirectory(object):
