@@ -107,3 +107,25 @@ def test_overwrite_empties_the_chain_directories_of_the_old_run(tmp_path):
               if not n.startswith('.')]
   assert tfa.keras.BayesianEnsemble.load(d).chains == [0, 1]
   assert len(tfa.keras.BayesianEnsemble.load(os.path.join(d, 'chain_1'))) == 1
+
+
+def test_without_hard_links_a_chain_directory_holds_whole_copies(
+    tmp_path, monkeypatch):
+  def no_links(source, target):
+    raise OSError('hard links not supported here')
+  monkeypatch.setattr(os, 'link', no_links)
+  d = str(tmp_path / 'run')
+  _run(d)
+  top = tfa.keras.BayesianEnsemble.load(d)
+  for k in range(2):
+    view = os.path.join(d, 'chain_%d' % k)
+    names = [n for n in os.listdir(view) if n.startswith('sample_')]
+    assert names and not any(
+        os.path.samefile(os.path.join(view, n), os.path.join(d, n))
+        for n in names)
+    alone = tfa.keras.BayesianEnsemble.load(view)
+    mine = [m.chain == k for m in top.members]
+    x, _ = _data()
+    np.testing.assert_allclose(alone.predict(x),
+                               top.predict_members(x)[mine].mean(0),
+                               rtol=1e-6, atol=1e-7)
