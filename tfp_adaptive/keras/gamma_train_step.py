@@ -158,10 +158,6 @@ def _gamma_train_step(self, data):
     # metric must see the local minibatch's own gradient.
     return loss * replicas, y_pred
 
-  def loss_fn():
-    loss, captured['y_pred'] = loss_on(x, y, sample_weight)
-    return loss
-
   if not self.trainable_variables:  # A subclassed model's first call builds it.
     self(x, training=True)
   variables = self.trainable_variables
@@ -183,6 +179,10 @@ def _gamma_train_step(self, data):
         (x, y, sample_weight),
         tf.random.experimental.stateless_fold_in(gamma_seed, 2))
     metric_loss_fn = lambda: loss_on(*gamma_rows)[0]
+
+  def loss_fn():  # The drift's rows: the minibatch, or its half.
+    loss, captured['y_pred'] = loss_on(x, y, sample_weight)
+    return loss
   gamma_loss_fn = None
   if optimizer.needs_gamma and optimizer.gamma_subsample < 1:
     rows = _random_rows(gamma_rows, optimizer.gamma_subsample,
