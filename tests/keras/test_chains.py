@@ -17,6 +17,7 @@ import keras
 
 import tfp_adaptive as tfa
 from tfp_adaptive.keras.chains import Chains
+from tests.conftest import full_size_only
 from tests.conftest import stat_scale
 
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -71,12 +72,15 @@ def test_each_chain_is_its_own_fit_without_noise(name):
       np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
 
 
-# 'original' is 'corrected' times 1 − α; 'corrected_independent' has its
-# own test with chains (`test_independent_metric.py`).
+# 'original' is 'corrected' times 1 − α: run at full size only;
+# 'corrected_independent' has its own test with chains
+# (`test_independent_metric.py`).
 @pytest.mark.slow
-@pytest.mark.parametrize('gamma', ['corrected', 'corrected_lagged'])
+@pytest.mark.parametrize('gamma', [
+    pytest.param('original', marks=full_size_only()), 'corrected',
+    'corrected_lagged'])
 def test_each_chain_has_its_own_gamma(gamma):
-  """Γ of the corrected modes, computed exactly (no probe) and without noise: each chain as its own fit."""
+  """Γ of every mode, computed exactly (no probe) and without noise: each chain as its own fit."""
   x, y = _digits(128)
   make = lambda: tfa.keras.optimizers.MongeSGRLD(
       1e-3, data_size=len(x), burnin=10**6, gamma=gamma,
