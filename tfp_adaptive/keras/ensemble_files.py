@@ -14,6 +14,7 @@ import warnings
 
 import keras
 
+from tfp_adaptive.keras import chain_views
 from tfp_adaptive.keras import frozen_part
 from tfp_adaptive.keras import members as members_lib
 from tfp_adaptive.keras import sample_files
@@ -29,14 +30,14 @@ def save(ensemble, directory):
     if os.path.exists(os.path.join(directory, sample_store.MANIFEST)):
       raise ValueError('%s already holds samples; save into a new '
                        'directory.' % directory)
-    width = len(str(len(chains) - 1))
     for k, chain in enumerate(chains):
       type(ensemble)(ensemble.model, [m._replace(chain=0)
                                       for m in ensemble.members
                                       if m.chain == chain],
                      likelihood=ensemble.likelihood,
                      weighting=ensemble.weighting).save(
-                         os.path.join(directory, 'chain_%0*d' % (width, k)))
+                         chain_views.view_directory(directory, k,
+                                                    len(chains)))
     return
   store = sample_store.SampleStore(directory)
   store.acquire()

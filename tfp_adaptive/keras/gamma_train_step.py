@@ -113,35 +113,36 @@ def _gradients_gamma_and_state(optimizer, loss_fn, variables,
   return loss, grads, gamma, pstate
 
 
-def _halves(structures, seed):
-  """Two disjoint random halves of the rows of every tensor given (the first takes the odd row)."""
+def _shuffled(structures, seed):
+  """``(batch, order, take)``: the rows' count, a random order of them, and ``take(rows)``, those rows of every tensor given."""
   first = tf.nest.flatten(structures[0])[0]
   batch = first.shape[0]
+  if batch is None:
+    batch = tf.shape(first)[0]
+  order = tf.argsort(tf.random.stateless_uniform([batch], seed))
+  take = lambda rows: [tf.nest.map_structure(lambda t: tf.gather(t, rows), s)
+                       if s is not None else None for s in structures]
+  return batch, order, take
+
+
+def _halves(structures, seed):
+  """Two disjoint random halves of the rows of every tensor given (the first takes the odd row)."""
+  batch = tf.nest.flatten(structures[0])[0].shape[0]
   if batch is not None and batch < 2:
     raise ValueError(
         "gamma='corrected_independent' splits each minibatch in two (the "
         'drift\'s half and the metric\'s); a minibatch of %d row cannot be '
         'split. Use a `batch_size` of at least 2.' % batch)
-  if batch is None:
-    batch = tf.shape(first)[0]
-  order = tf.argsort(tf.random.stateless_uniform([batch], seed))
+  batch, order, take = _shuffled(structures, seed)
   k = (batch + 1) // 2
-  take = lambda rows: [tf.nest.map_structure(lambda t: tf.gather(t, rows), s)
-                       if s is not None else None for s in structures]
   return take(order[:k]), take(order[k:])
 
 
 def _random_rows(structures, fraction, seed):
   """The same random ``ceil(fraction * batch)`` rows of every tensor given."""
-  first = tf.nest.flatten(structures[0])[0]
-  batch = first.shape[0]
-  if batch is None:
-    batch = tf.shape(first)[0]
+  batch, order, take = _shuffled(structures, seed)
   k = tf.cast(tf.math.ceil(fraction * tf.cast(batch, tf.float32)), tf.int32)
-  order = tf.argsort(tf.random.stateless_uniform([batch], seed))
-  rows = order[:tf.maximum(k, 1)]
-  return [tf.nest.map_structure(lambda t: tf.gather(t, rows), s)
-          if s is not None else None for s in structures]
+  return take(order[:tf.maximum(k, 1)])
 
 
 def _gamma_train_step(self, data):
