@@ -1,11 +1,11 @@
 """Error against the step size with minibatch gradients: the corrected samplers' three forms beside SGLD and a frozen metric.
 
 At a fixed batch size and decay, the published corrected sampler
-(``gamma='corrected'``: the metric holds the current gradient) keeps an
-error that a smaller step does not remove; ``gamma='corrected_lagged'``
-(the metric from before the current gradient) and
-``gamma='corrected_independent'`` (the metric from a second minibatch) do
-not (docs, "The mathematics", "Minibatches"). Three targets, each over a
+(``gamma='corrected_published'``: the metric holds the current gradient)
+keeps an error that a smaller step does not remove;
+``gamma='corrected'`` (the default: the metric from a second minibatch)
+and ``gamma='corrected_lagged'`` (the metric from before the current
+gradient) do not (docs, "The mathematics", "Minibatches"). Three targets, each over a
 decade of steps:
 
 * **A Gaussian with minibatch noise of known law**: ``u(θ) = −θ²/2`` per
@@ -75,9 +75,9 @@ def samplers():
   return [
       ('SGLD', lambda fn, h, burn: tfa.mcmc.SGLD(fn, h), False),
       ("PSGLD, gamma='corrected'", psgld('corrected'), True),
+      ("PSGLD, gamma='corrected_published'", psgld('corrected_published'),
+       True),
       ("PSGLD, gamma='corrected_lagged'", psgld('corrected_lagged'), True),
-      ("PSGLD, gamma='corrected_independent'",
-       psgld('corrected_independent'), True),
       ('PSGLD, adapted then frozen', psgld('none', frozen=True), True),
   ]
 
@@ -298,8 +298,8 @@ def main():
             '0: a floor, which can be the Monte Carlo error). PSGLD: decay '
             '0.95, diagonal_bias 1e-3; adapted then frozen: its metric adapts '
             'over the burn-in (a quarter of the run), without Γ; '
-            'corrected_independent: the metric and Γ from a second '
-            'minibatch (two gradients a step). Cost: one '
+            'corrected: the metric and Γ from a second minibatch (two '
+            'gradients a step). Cost: one '
             'step of all the chains, compiled.' % GROUPS))
   _plot(curves, os.path.join(out, 'minibatch_bias.png'))
 

@@ -45,6 +45,8 @@ def main():
   for name, cls, kw in [('PSGLD', tfa.keras.optimizers.PSGLD, dict(gamma='none', burnin=0)),
                         ('MongeSGRLD', tfa.keras.optimizers.MongeSGRLD,
                          dict(gamma='none')),
+                        ('PSGLD-published', tfa.keras.optimizers.PSGLD,
+                         dict(gamma='corrected_published', burnin=0)),
                         ('PSGLD-corrected', tfa.keras.optimizers.PSGLD,
                          dict(gamma='corrected', burnin=0))]:
     single, _ = run(tf.distribute.get_strategy(), cls, **kw)

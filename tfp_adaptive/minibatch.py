@@ -30,16 +30,29 @@ def step_seed(seed):
   stack = getattr(_STEP_SEEDS, 'stack', None)
   if stack is None:
     stack = _STEP_SEEDS.stack = []
-  stack.append(seed)
+  entry = _StepSeed(seed)
+  stack.append(entry)
   try:
-    yield
+    yield entry
   finally:
     stack.pop()
 
 
+class _StepSeed(object):
+  """A `step_seed` context's seed, and whether a `MinibatchLogProb` drew from it (`drawn`)."""
+
+  def __init__(self, seed):
+    self.seed = seed
+    self.drawn = False
+
+
 def _current_step_seed():
+  """The innermost `step_seed`'s seed, marked as drawn; `None` outside one."""
   stack = getattr(_STEP_SEEDS, 'stack', None)
-  return stack[-1] if stack else None
+  if not stack:
+    return None
+  stack[-1].drawn = True
+  return stack[-1].seed
 
 
 class MinibatchLogProb(object):

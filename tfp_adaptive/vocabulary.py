@@ -14,22 +14,26 @@ __all__ = ['CORRECTED_MODES', 'GAMMA_MODES',
            'lags_metric', 'nonfinite_policy']
 
 #: Γ modes: ``'none'`` drops Γ; ``'original'`` keeps the Γ of the EMA
-#: metric; ``'corrected'`` divides it by ``1 − α`` (the published
-#: correction); ``'corrected_lagged'`` does the same and steps with the
-#: metric from before the current gradient (docs, "The mathematics",
-#: "Minibatches"); ``'corrected_independent'`` builds the metric and Γ
-#: from a second minibatch, independent of the drift's (the Keras
-#: optimizers split each minibatch in two).
-GAMMA_MODES = ('none', 'original', 'corrected', 'corrected_lagged',
-               'corrected_independent')
+#: metric; ``'corrected'`` divides it by ``1 − α`` and builds the metric
+#: and Γ from a second minibatch, independent of the drift's (the Keras
+#: optimizers split each minibatch in two; docs, "The mathematics",
+#: "Minibatches"); ``'corrected_published'`` is the correction as
+#: published, with the metric updated by the drift's own gradient (kept
+#: for reproductions: with minibatches it keeps a bias that no step
+#: removes); ``'corrected_lagged'`` steps with the metric from before the
+#: current gradient. With exact gradients the three corrected modes are
+#: one sampler.
+GAMMA_MODES = ('none', 'original', 'corrected', 'corrected_published',
+               'corrected_lagged')
 
 
 #: The modes whose Γ is the full divergence of the metric (scaled by
-#: ``1/(1 − α)``). ``'corrected'`` is the published form, whose metric
-#: already holds the current gradient; ``'corrected_lagged'`` steps with
-#: the metric from before it (`lags_metric`); ``'corrected_independent'``
-#: with one built from another minibatch (`independent_metric`).
-CORRECTED_MODES = ('corrected', 'corrected_lagged', 'corrected_independent')
+#: ``1/(1 − α)``). ``'corrected'`` builds the metric from a minibatch of
+#: its own (`independent_metric`); ``'corrected_published'`` from the
+#: drift's, so that it already holds the current gradient;
+#: ``'corrected_lagged'`` steps with the metric from before it
+#: (`lags_metric`).
+CORRECTED_MODES = ('corrected', 'corrected_published', 'corrected_lagged')
 
 #: What to do with a step whose gradient, Γ or new state is not finite.
 #: ``'reject'``: keep the previous state (counted and reported);
@@ -60,14 +64,15 @@ def lags_metric(mode):
 def independent_metric(mode):
   """Whether Γ mode `mode` builds the metric and Γ from a minibatch of their own.
 
-  Only ``'corrected_independent'``: the step draws a second minibatch for
-  the metric's statistics and Γ, so the drift's minibatch gradient is
+  Only ``'corrected'`` (the default): the step draws a second minibatch
+  for the metric's statistics and Γ, so the drift's minibatch gradient is
   independent of the metric it is scaled by (``E[M_t ∇û_t] = E[M_t] ∇u``),
   and the metric holds the chain's current position. With exact gradients
-  it is ``'corrected'``. The kernels draw the second minibatch from the
-  step's seed; `fit` splits each minibatch into two random halves.
+  it is ``'corrected_published'``. The kernels draw the second minibatch
+  from the step's seed (one evaluation when the target is exact); `fit`
+  splits each minibatch into two random halves.
   """
-  return mode == 'corrected_independent'
+  return mode == 'corrected'
 
 
 def nonfinite_policy(value, allowed=NONFINITE_POLICIES, aliases=None):

@@ -1,4 +1,4 @@
-"""``gamma='corrected_independent'`` in Keras: the drift from one half of each minibatch, the metric and Γ from the other.
+"""``gamma='corrected'`` (the default) in Keras: the drift from one half of each minibatch, the metric and Γ from the other.
 
 Two rows whose loss gradients differ a hundredfold: after one step without
 noise, the metric's second moment holds one row's squared gradient and the
@@ -34,7 +34,7 @@ def _linear_loss(y_true, y_pred):
   return -y_true[:, 0] * y_pred[:, 0]
 
 
-def _optimizer(gamma='corrected_independent', **kwargs):
+def _optimizer(gamma='corrected', **kwargs):
   return tfa.keras.optimizers.PSGLD(
       H, data_size=1, preconditioner_decay_rate=0.5, gamma=gamma,
       prior='flat', seed=0, metric_warmup_steps=0, burnin=100, **kwargs)
@@ -105,8 +105,8 @@ def test_missing_or_misplaced_metric_losses_and_single_rows_are_refused():
   with pytest.raises(ValueError, match='metric_loss_fn'):
     tfa.keras.gradients_and_gamma(_optimizer(), loss, [w])
   with pytest.raises(ValueError, match="gamma='corrected'"):
-    tfa.keras.gradients_and_gamma(_optimizer('corrected'), loss, [w],
-                                  metric_loss_fn=loss)
+    tfa.keras.gradients_and_gamma(_optimizer('corrected_published'), loss,
+                                  [w], metric_loss_fn=loss)
   x, y = _data()
   model = keras.Sequential([keras.Input((1,)), _Scalar()])
   model.compile(_optimizer(), _linear_loss)

@@ -1,10 +1,13 @@
-"""With minibatch gradients the lagged corrected sampler is consistent, and corrected chains start without kicks.
+"""With minibatch gradients the default and lagged corrected samplers are consistent, and corrected chains start without kicks.
 
 - A Gaussian whose minibatch gradient noise grows with ``|θ|``: the lagged
   corrected sampler (``gamma='corrected_lagged'``) samples its sd within
   the Monte Carlo error at a small step; the published form
-  (``gamma='corrected'``) keeps a bias of about 2.5% there, which the run
-  resolves at full size (docs, "The mathematics", "Minibatches").
+  (``gamma='corrected_published'``) keeps a bias of about 2.5% there,
+  which the run resolves at full size (docs, "The mathematics",
+  "Minibatches"). At a short average the default (``gamma='corrected'``,
+  the metric from its own minibatch) removes the floor the lagged form
+  keeps.
 - Bayesian logistic regression on scikit-learn's breast cancer data with
   minibatches, many chains from the posterior mode: no chain leaves the
   range of the NUTS draws by more than 3 posterior sds in its first 1,000
@@ -41,7 +44,7 @@ def test_lagged_corrected_sampler_is_consistent_with_minibatch_noise():
   chains = int(600 * scale)
   steps = int(150 / h)
   lagged = _second_moments('corrected_lagged', h, chains, steps, (7, 1))
-  current = _second_moments('corrected', h, chains, steps, (7, 1))
+  current = _second_moments('corrected_published', h, chains, steps, (7, 1))
   sd_lagged, sd_current = np.sqrt(lagged.mean()), np.sqrt(current.mean())
   # se of sqrt(mean) from the chains' spread (delta method).
   se_lagged = lagged.std(ddof=1) / np.sqrt(chains) / (2 * sd_lagged)
@@ -57,7 +60,7 @@ def test_lagged_corrected_sampler_is_consistent_with_minibatch_noise():
 
 @pytest.mark.statistical
 def test_a_metric_from_its_own_minibatch_removes_the_floor_of_a_short_average():
-  """``gamma='corrected_independent'`` at ``α = 0.5``, where the lagged form keeps most of the floor.
+  """``gamma='corrected'`` at ``α = 0.5``, where the lagged form keeps most of the floor.
 
   At a short average the lagged metric's floor at the current gradient's
   share acts often (``|ĝ|`` above 1.4 root mean squares), and the lagged
@@ -71,11 +74,11 @@ def test_a_metric_from_its_own_minibatch_removes_the_floor_of_a_short_average():
   h, chains = 0.003, int(600 * scale)
   steps = int(90 / h)
   sds = {}
-  for gamma in ('corrected_independent', 'corrected_lagged'):
+  for gamma in ('corrected', 'corrected_lagged'):
     m2 = _second_moments(gamma, h, chains, steps, (7, 2), decay=0.5)
     sd = np.sqrt(m2.mean())
     sds[gamma] = sd, m2.std(ddof=1) / np.sqrt(chains) / (2 * sd)
-  sd, se = sds['corrected_independent']
+  sd, se = sds['corrected']
   assert abs(sd - 1.) < 4 * se + 0.015, sds
   lagged, se_lagged = sds['corrected_lagged']
   assert lagged - 1. > 4 * se_lagged, sds  # The floor it removes, resolved.
@@ -120,3 +123,31 @@ def test_no_chain_is_kicked_out_from_the_mode():
   beyond = np.maximum(x - high, low - x) / sd
   assert beyond.max() < 3., (beyond.max(), np.unravel_index(
       beyond.argmax(), beyond.shape))
+
+
+def test_with_exact_gradients_the_default_is_the_published_sampler():
+  """``gamma='corrected'`` draws the metric's own minibatch only when there is one.
+
+  On an exact target its chain is the published form's, step for step; on
+  a `MinibatchLogProb`, and behind a TFP wrapper's target, it is not.
+  """
+  target = lambda x: -0.5 * tf.reduce_sum(x ** 2 * [1., 30.], -1)
+  rows = np.random.default_rng(0).normal(size=(40, 2)).astype('float32')
+  mini = tfa.minibatch_log_prob(
+      lambda xs, batch: -0.5 * tf.reduce_sum(
+          (xs[0][..., None, :] - batch) ** 2, -1), rows, 4)
+
+  def chain(fn, gamma, wrap=False):
+    kernel = tfa.mcmc.PSGLD(fn, 1e-2, preconditioner_decay_rate=0.9,
+                            metric_warmup_steps=0, gamma=gamma)
+    if wrap:
+      kernel = tfp.mcmc.TransformedTransitionKernel(
+          kernel, tfp.bijectors.Identity())
+    return tfp.mcmc.sample_chain(5, tf.zeros([3, 2]), kernel=kernel,
+                                 trace_fn=None, seed=(1, 2)).numpy()
+  exact = chain(target, 'corrected')
+  assert np.all(exact[-1] != 0.)  # The chain moves.
+  np.testing.assert_array_equal(exact, chain(target, 'corrected_published'))
+  for wrap in (False, True):
+    assert not np.allclose(chain(mini, 'corrected', wrap),
+                           chain(mini, 'corrected_published', wrap))

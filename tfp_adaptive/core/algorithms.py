@@ -66,7 +66,7 @@ class Algorithm(object):
       before the chain moves (`moves`); `None`: the preconditioner's default.
     independent_metric: the drift's gradient comes from a minibatch of its
       own, so the metric holds none of its statistics
-      (``gamma='corrected_independent'``, `update`).
+      (``gamma='corrected'`` with minibatches, `update`).
   """
 
   def __init__(self, preconditioner, noise_preconditioned=True,
@@ -115,7 +115,7 @@ class Algorithm(object):
     """This algorithm for Γ mode `gamma` (`Preconditioner.for_gamma`: validated, and no state kept for a Γ that is not computed).
 
     With ``gamma='corrected_lagged'`` the step moves with the lagged metric
-    (`step_state`, `gamma.lags_metric`); with ``'corrected_independent'``
+    (`step_state`, `gamma.lags_metric`); with ``'corrected'``
     its drift's gradient is not one the metric holds
     (`vocabulary.independent_metric`).
     """

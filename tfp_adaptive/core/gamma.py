@@ -21,11 +21,14 @@ metric along it.
 
 Modes (Rensmeyer & Niggemann 2025, Sec. 3 and Algorithm 1):
 ``'none'`` drops Γ; ``'original'`` keeps the Γ of the EMA metric (only
-``1 - α`` of the true one, as TFP's pSGLD); ``'corrected'`` divides it by
-``1 - α`` (Algorithm 1); ``'corrected_lagged'`` does the same and moves the
-chain with the metric from before the current gradient, which removes the
-first-order bias Algorithm 1 keeps with minibatch gradients (`lags_metric`;
-docs, "The mathematics", "Minibatches").
+``1 - α`` of the true one, as TFP's pSGLD); ``'corrected_published'``
+divides it by ``1 - α`` (Algorithm 1); ``'corrected'`` does the same with
+the metric and Γ built from a minibatch apart from the drift's
+(`vocabulary.independent_metric`, the `drift_fn` of `gradient_and_gamma`),
+and ``'corrected_lagged'`` moves the chain with the metric from before the
+current gradient (`lags_metric`): both remove the first-order bias
+Algorithm 1 keeps with minibatch gradients (docs, "The mathematics",
+"Minibatches").
 """
 
 import tensorflow as tf
@@ -164,7 +167,7 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
     state: its state before this step's update.
     step: int32 scalar, the step counter.
     batch_ndims: number of leading chain axes.
-    mode: ``'none' | 'original' | 'corrected'``.
+    mode: one of `GAMMA_MODES` (the corrected ones share their Γ).
     estimator: ``'hutchinson' | 'exact'``.
     seed: stateless seed of the Hutchinson probe when no `noise_seed` is
       given, and of the `probability` coin.
@@ -195,7 +198,7 @@ def gradient_and_gamma(fn, parts, preconditioner, state, step, batch_ndims,
       gradient is taken.
     drift_fn: optional callable like `fn` whose value and gradient are
       returned, for a drift independent of the metric
-      (``gamma='corrected_independent'``, `vocabulary.independent_metric`):
+      (``gamma='corrected'``, `vocabulary.independent_metric`):
       the metric's statistics and Γ then come from `fn` (a second
       minibatch), the returned ``(value, grads)`` from `drift_fn`. A frozen
       or non-adaptive metric takes `drift_fn`'s gradient only.

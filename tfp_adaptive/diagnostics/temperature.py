@@ -299,14 +299,15 @@ _MINIBATCH_METRIC = (
     "With minibatch gradients the metric's moving average holds the very "
     "gradient it preconditions, a bias that no step removes: a longer "
     "average (`preconditioner_decay_rate` 0.9 or more) shrinks it, "
-    "gamma='corrected_lagged' removes its first-order part, and freezing "
-    "the metric after burn-in (`num_adaptation_steps`) or larger "
-    "minibatches remove it.")
+    "gamma='corrected' (the metric from a minibatch of its own) removes "
+    "its first-order part, and freezing the metric after burn-in "
+    "(`num_adaptation_steps`) or larger minibatches remove it.")
 
 
 def _metric_holds_gradient(adaptive, gamma, minibatch):
   return bool(minibatch and adaptive and vocabulary.is_corrected(gamma) and
-              not vocabulary.lags_metric(gamma))
+              not vocabulary.lags_metric(gamma) and
+              not vocabulary.independent_metric(gamma))
 
 
 def other_cause(adaptive, gamma, minibatch):

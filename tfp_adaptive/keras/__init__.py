@@ -20,10 +20,11 @@ from tfp_adaptive.keras.sample_files import SampleFileError
 from tfp_adaptive.keras.step_size_calibration import StepSizeCalibration
 from tfp_adaptive.keras.gamma_train_step import enable_gamma
 from tfp_adaptive.keras.gamma_train_step import gradients_and_gamma
+from tfp_adaptive.keras.gamma_train_step import halves
 from tfp_adaptive.keras.loop_check import check_loop
 
 __all__ = ['BayesianEnsemble', 'Chains', 'CurvatureCalibration', 'GaussianNLL', 'NoiseScale', 'SampleCollector',
            'SampleFileError',
            'SamplerMonitor', 'StepSizeCalibration',
-           'check_loop', 'distribute', 'enable_gamma', 'health', 'gradients_and_gamma', 'likelihoods', 'optimizers', 'priors',
+           'check_loop', 'distribute', 'enable_gamma', 'health', 'gradients_and_gamma', 'halves', 'likelihoods', 'optimizers', 'priors',
            'schedules']

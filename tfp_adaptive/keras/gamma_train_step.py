@@ -21,22 +21,28 @@ from tfp_adaptive.core import gamma as gamma_lib
 from tfp_adaptive.keras import distribute
 from tfp_adaptive.keras import optimizer_base
 
-__all__ = ['enable_gamma', 'gamma_enabled', 'gradients_and_gamma']
+__all__ = ['enable_gamma', 'gamma_enabled', 'gradients_and_gamma', 'halves']
 
 
 def gradients_and_gamma(optimizer, loss_fn, variables, gamma_loss_fn=None,
                         metric_loss_fn=None):
   """The loss, its gradient and ``c·Γ`` for the next step of `optimizer`.
 
-  For custom training loops: ``loss, grads, gamma = gradients_and_gamma(opt,
-  lambda: loss_of(model(x), y), model.trainable_variables)`` then
-  ``opt.apply(grads, model.trainable_variables, gamma=gamma)``.
+  For custom training loops. With ``gamma='corrected'`` (the default) the
+  metric and Γ come from a minibatch of their own (docs, "The
+  mathematics", "A metric from its own minibatch"): split the batch in two
+  (`halves`), pass the second half's loss as `metric_loss_fn`, and hand the
+  fourth item returned, the metric state, to `apply`::
 
-  With ``gamma='corrected_independent'`` the metric and Γ come from a
-  minibatch of their own (docs, "The mathematics", "A metric from its own
-  minibatch"): pass its loss as `metric_loss_fn`, and the call returns a
-  fourth item, the metric state, for ``opt.apply(grads, variables,
-  gamma=gamma, metric_state=metric_state)``.
+      (xa, ya), (xb, yb) = halves((x, y), seed)
+      loss, grads, gamma, state = gradients_and_gamma(
+          opt, lambda: loss_of(model(xa), ya), model.trainable_variables,
+          metric_loss_fn=lambda: loss_of(model(xb), yb))
+      opt.apply(grads, model.trainable_variables, gamma=gamma,
+                metric_state=state)
+
+  With the other modes: ``loss, grads, gamma = gradients_and_gamma(opt,
+  loss_fn, variables)`` then ``opt.apply(grads, variables, gamma=gamma)``.
 
   Args:
     optimizer: a built `tfp_adaptive.keras.optimizers.SamplerOptimizer`.
@@ -48,8 +54,8 @@ def gradients_and_gamma(optimizer, loss_fn, variables, gamma_loss_fn=None,
       minibatch, whose Hessian-vector product Γ uses instead of `loss_fn`'s
       (see the optimizer's ``gamma_subsample``).
     metric_loss_fn: callable like `loss_fn` on a minibatch drawn apart from
-      `loss_fn`'s; required by ``gamma='corrected_independent'`` and refused
-      by the other modes.
+      `loss_fn`'s; required by ``gamma='corrected'`` and refused by the
+      other modes.
 
   Returns:
     ``(loss, grads, gamma)``; ``gamma`` is `None` if the optimizer's
@@ -57,19 +63,22 @@ def gradients_and_gamma(optimizer, loss_fn, variables, gamma_loss_fn=None,
     metric_state)``.
 
   Raises:
-    ValueError: `metric_loss_fn` is missing for ``'corrected_independent'``
-      or given for another mode.
+    ValueError: `metric_loss_fn` is missing for ``'corrected'`` or given
+      for another mode.
   """
-  independent = vocabulary.independent_metric(optimizer.gamma)
+  independent = (optimizer.needs_gamma and
+                 vocabulary.independent_metric(optimizer.gamma))
   if independent and metric_loss_fn is None:
     raise ValueError(
-        "gamma='corrected_independent' builds the metric from a minibatch "
-        'of its own: pass `metric_loss_fn`, the loss on a second minibatch, '
-        'and `metric_state` (the fourth item returned) to `apply`.')
+        "gamma='corrected' builds the metric from a minibatch of its own: "
+        'pass `metric_loss_fn`, the loss on a second minibatch (split the '
+        'batch with `tfp_adaptive.keras.halves`), and `metric_state` (the '
+        'fourth item returned) to `apply`; or construct the optimizer with '
+        "gamma='corrected_published', which builds it from `loss_fn`.")
   if metric_loss_fn is not None and not independent:
     raise ValueError(
-        "`metric_loss_fn` is for gamma='corrected_independent'; the "
-        'optimizer has gamma=%r.' % (optimizer.gamma,))
+        "`metric_loss_fn` is for gamma='corrected'; the optimizer has "
+        'gamma=%r.' % (optimizer.gamma,))
   out = _gradients_gamma_and_state(optimizer, loss_fn, variables,
                                    gamma_loss_fn, metric_loss_fn)
   return out if independent else out[:3]
@@ -125,17 +134,37 @@ def _shuffled(structures, seed):
   return batch, order, take
 
 
-def _halves(structures, seed):
-  """Two disjoint random halves of the rows of every tensor given (the first takes the odd row)."""
-  batch = tf.nest.flatten(structures[0])[0].shape[0]
-  if batch is not None and batch < 2:
+def halves(batch, seed):
+  """Two disjoint random halves of a minibatch: the drift's and the metric's.
+
+  For ``gamma='corrected'`` (Rensmeyer & Niggemann 2025, Algorithm 1 with
+  the metric built apart from the drift; docs, "The mathematics", "A metric
+  from its own minibatch"), in `fit` and in custom loops
+  (`gradients_and_gamma`).
+
+  Args:
+    batch: a tuple of (nested) tensors with the same leading row axis, such
+      as ``(x, y)`` or ``(x, y, sample_weight)``; `None` entries are kept.
+    seed: a stateless seed (shape ``[2]`` int32).
+
+  Returns:
+    Two tuples like `batch`, the first with ``ceil(rows / 2)`` random rows
+    and the second with the rest.
+
+  Raises:
+    ValueError: a batch of fewer than 2 rows.
+  """
+  batch = tuple(batch)
+  rows = tf.nest.flatten(batch[0])[0].shape[0]
+  if rows is not None and rows < 2:
     raise ValueError(
-        "gamma='corrected_independent' splits each minibatch in two (the "
-        'drift\'s half and the metric\'s); a minibatch of %d row cannot be '
-        'split. Use a `batch_size` of at least 2.' % batch)
-  batch, order, take = _shuffled(structures, seed)
-  k = (batch + 1) // 2
-  return take(order[:k]), take(order[k:])
+        "gamma='corrected' splits each minibatch in two (the drift's half "
+        "and the metric's); a minibatch of %d row cannot be split. Use a "
+        "`batch_size` of at least 2, or gamma='corrected_published'."
+        % rows)
+  rows, order, take = _shuffled(batch, seed)
+  k = (rows + 1) // 2
+  return tuple(take(order[:k])), tuple(take(order[k:]))
 
 
 def _random_rows(structures, fraction, seed):
@@ -169,14 +198,9 @@ def _gamma_train_step(self, data):
   metric_loss_fn = None
   gamma_rows = (x, y, sample_weight)
   if optimizer.needs_gamma and vocabulary.independent_metric(optimizer.gamma):
-    if replicas > 1:
-      raise ValueError(
-          "gamma='corrected_independent' runs on one replica; under a "
-          "distribution strategy use gamma='corrected' or "
-          "'corrected_lagged'.")
     # The drift's half of the minibatch, and the metric's (docs, "The
     # mathematics", "A metric from its own minibatch").
-    (x, y, sample_weight), gamma_rows = _halves(
+    (x, y, sample_weight), gamma_rows = halves(
         (x, y, sample_weight),
         tf.random.experimental.stateless_fold_in(gamma_seed, 2))
     metric_loss_fn = lambda: loss_on(*gamma_rows)[0]
@@ -194,7 +218,17 @@ def _gamma_train_step(self, data):
   batch = tf.shape(tf.nest.flatten(x)[0])[0]
   _compat.update_loss_tracker(self, loss, batch)
   grads = [g / replicas for g in grads]
-  optimizer.apply(grads, variables, gamma=gamma, metric_state=pstate)
+  metric_grads = None
+  if metric_loss_fn is not None and replicas > 1:
+    # Each replica's `pstate` holds its own half only; the metric is
+    # updated from the metric halves' gradient summed over the replicas,
+    # as the drift's is.
+    with tf.GradientTape() as tape:
+      metric_loss = metric_loss_fn()
+    metric_grads = [g / replicas
+                    for g in tape.gradient(metric_loss, variables)]
+  optimizer.apply(grads, variables, gamma=gamma, metric_state=pstate,
+                  metric_gradients=metric_grads)
   return self.compute_metrics(x, y, captured['y_pred'],
                               sample_weight=sample_weight)
 

@@ -88,12 +88,13 @@ class SamplerOptimizer(default_prior.DefaultPrior,
     temperature: ``τ > 0`` (1 = Bayes posterior; < 1 cold posterior).
     noise: the law of the injected ``ξ``: ``'gaussian'`` (default) or
       ``'rademacher'`` (±1, one random sign per weight; as the kernels').
-    gamma: ``'none' | 'original' | 'corrected' | 'corrected_lagged' |
-      'corrected_independent'`` (as the kernels'); anything but ``'none'``
+    gamma: ``'none' | 'original' | 'corrected' | 'corrected_published' |
+      'corrected_lagged'`` (as the kernels'); anything but ``'none'``
       needs the loss, see `tfp_adaptive.keras.enable_gamma`. With
-      ``'corrected_independent'`` `fit` steps with the gradient of a random
-      half of each minibatch and builds the metric and Γ from the other
-      half (one replica; in custom loops see `gradients_and_gamma`).
+      ``'corrected'`` `fit` steps with the gradient of a random half of
+      each minibatch and builds the metric and Γ from the other half (in
+      custom loops see `gradients_and_gamma`); ``'corrected_published'``
+      builds them from the drift's own gradient, as published.
     gamma_estimator: ``'hutchinson' | 'exact'``.
     gamma_subsample: fraction in (0, 1] of each minibatch on which Γ's
       Hessian-vector product is computed (a random subset, drawn per step;
@@ -182,7 +183,7 @@ class SamplerOptimizer(default_prior.DefaultPrior,
     self._algorithm = self._make_algorithm().with_noise(noise).for_gamma(
         self.gamma)
     self.noise = noise
-    self._step_inputs = (None, None)
+    self._step_inputs = (None, None, None)
     self.chain_ndims = 0  # 1 when the variables lead with a chain axis.
 
   # -- what subclasses provide --------------------------------------------
@@ -358,7 +359,7 @@ class SamplerOptimizer(default_prior.DefaultPrior,
     return tf.unstack(tf.random.experimental.stateless_split(step_seed, 2))
 
   def apply(self, grads, trainable_variables=None, gamma=None,
-            metric_state=None):
+            metric_state=None, metric_gradients=None):
     """`keras.optimizers.Optimizer.apply`, with this step's Γ when it needs one.
 
     Args:
@@ -369,15 +370,20 @@ class SamplerOptimizer(default_prior.DefaultPrior,
         gradients (also from `gradients_and_gamma`), which the step then
         reuses instead of updating the metric a second time (single replica,
         variables in the optimizer's order).
+      metric_gradients: optional gradients, like `grads`, from which the
+        metric is updated instead of `grads` (``gamma='corrected'``: the
+        gradients of the metric's own minibatch). Summed over replicas as
+        `grads` are; under a distribution strategy, where each replica's
+        `metric_state` is only its own, `fit` passes them.
     """
     if gamma is not None:
       variables = trainable_variables or self._trainable_variables
       gamma = dict(zip([self._var_key(v) for v in variables], gamma))
-    self._step_inputs = (gamma, metric_state)
+    self._step_inputs = (gamma, metric_state, metric_gradients)
     try:
       return super().apply(grads, trainable_variables)
     finally:
-      self._step_inputs = (None, None)
+      self._step_inputs = (None, None, None)
 
   def get_config(self):
     config = super().get_config()
@@ -394,7 +400,7 @@ class SamplerOptimizer(default_prior.DefaultPrior,
 
   # -- the update -----------------------------------------------------------
   def _backend_update_step(self, grads, trainable_variables, learning_rate):
-    gamma, metric_state = self._step_inputs
+    gamma, metric_state, metric_grads = self._step_inputs
     if self.needs_gamma and gamma is None:
       raise ValueError(
           '%s(gamma=%r) needs Γ, which depends on the loss: use it with '
@@ -408,6 +414,9 @@ class SamplerOptimizer(default_prior.DefaultPrior,
     variables = [backing_variable(v) for v in trainable_variables]
     grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
     grads = [g for g, _ in grads_and_vars]
+    if metric_grads is not None:
+      metric_grads = [g for g, _ in self._all_reduce_sum_gradients(
+          list(zip(metric_grads, variables)))]
     strategy = self._distribution_strategy
     if gamma is not None and strategy.num_replicas_in_sync > 1:
       ctx = tf.distribute.get_replica_context()
@@ -415,19 +424,22 @@ class SamplerOptimizer(default_prior.DefaultPrior,
     if strategy.num_replicas_in_sync > 1 or index != list(
         range(len(self._trainable_variables))):
       metric_state = None  # Recomputed from the all-reduced gradients.
-    if metric_state is None and self._algorithm.independent_metric:
+    if (metric_state is None and metric_grads is None and
+        self._algorithm.independent_metric):
       raise ValueError(
-          "%s(gamma='corrected_independent') builds its metric from a "
-          'minibatch apart from the gradients given to `apply`: use it in '
-          '`fit` on one replica, or in a custom loop pass the `metric_state` '
-          'that `gradients_and_gamma(..., metric_loss_fn=...)` returns, for '
-          'all the optimizer\'s variables.' % type(self).__name__)
+          "%s(gamma='corrected') builds its metric from a minibatch apart "
+          'from the gradients given to `apply`: use it in `fit`, or in a '
+          'custom loop pass the `metric_state` that `gradients_and_gamma('
+          '..., metric_loss_fn=...)` returns (for all the optimizer\'s '
+          "variables), or pass gamma='corrected_published'."
+          % type(self).__name__)
     _compat.maybe_merge_call(
-        self._distributed_step, strategy, grads, gamma, metric_state, index,
-        learning_rate, tf.convert_to_tensor(self.iterations))
+        self._distributed_step, strategy, grads, gamma, metric_state,
+        metric_grads, index, learning_rate,
+        tf.convert_to_tensor(self.iterations))
 
-  def _distributed_step(self, strategy, grads, gamma, metric_state, index,
-                        learning_rate, step):
+  def _distributed_step(self, strategy, grads, gamma, metric_state,
+                        metric_grads, index, learning_rate, step):
     """Runs `_local_step` on each local replica's copies (cross-replica)."""
     def local(x, i):
       copies = strategy.experimental_local_results(x)
@@ -439,7 +451,7 @@ class SamplerOptimizer(default_prior.DefaultPrior,
       vars_i = per(all_vars, i)
       with tf.device(vars_i[0].device):
         self._local_step(vars_i, per(grads, i), per(gamma, i), metric_state,
-                         index, local(learning_rate, i), local(step, i),
+                         per(metric_grads, i), index, local(learning_rate, i), local(step, i),
                          per([v.value for v in self._state_variables], i),
                          local(self._num_nonfinite.value, i))
 

@@ -21,8 +21,8 @@ from tfp_adaptive.core import tensors
 __all__ = ['local_step']
 
 
-def local_step(opt, variables, grads, gamma, metric_state, index,
-               learning_rate, step, state_variables, num_nonfinite):
+def local_step(opt, variables, grads, gamma, metric_state, metric_grads,
+               index, learning_rate, step, state_variables, num_nonfinite):
   """One step of `opt` on one replica's `variables` (assigned in place).
 
   Args:
@@ -32,6 +32,8 @@ def local_step(opt, variables, grads, gamma, metric_state, index,
       `index` (`gamma` `None` without Γ).
     metric_state: the metric state already updated with these gradients,
       or `None` (updated here).
+    metric_grads: gradients like `grads` that update the metric instead
+      of them (the metric's own minibatch), or `None`.
     index: positions of the stepped variables among `variables`.
     learning_rate, step: this replica's ``h`` and iteration counter.
     state_variables: this replica's copies of the sampler state's
@@ -46,14 +48,22 @@ def local_step(opt, variables, grads, gamma, metric_state, index,
     if gamma is not None:
       full_gamma[i] = tf.cast(gamma[k], parts[i].dtype)
   # The default prior enters before the metric, as a regularizer's does.
-  full_grads = [g if p is None else g + p for g, p in
-                zip(full_grads, opt.prior_gradients(parts))]
+  prior = opt.prior_gradients(parts)
+  full_grads = [g if p is None else g + p for g, p in zip(full_grads, prior)]
   pstate, momentum = opt.sampler_state(state_variables)
   step32 = tf.cast(step, tf.int32)
   chains = opt.chain_ndims
-  new_pstate = (metric_state if metric_state is not None else
-                opt.algorithm.update_metric(pstate, full_grads, step32,
-                                              chains))
+  new_pstate = metric_state
+  if new_pstate is None:
+    metric_from = full_grads
+    if metric_grads is not None:
+      metric_from = [tf.zeros_like(p) for p in parts]
+      for k, i in enumerate(index):
+        metric_from[i] = tf.cast(metric_grads[k], parts[i].dtype)
+      metric_from = [g if p is None else g + p
+                     for g, p in zip(metric_from, prior)]
+    new_pstate = opt.algorithm.update_metric(pstate, metric_from, step32,
+                                             chains)
   n = opt.data_size
   target_grads = [-tf.cast(n, g.dtype) * g for g in full_grads]
   # No noise during TFP's `burnin`, nor in a cyclical schedule's

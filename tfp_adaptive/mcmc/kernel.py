@@ -221,6 +221,25 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
       return call_target(fn, parts, structure, seed=seed)
     return call_target(fn, parts, structure)
 
+  def _target_is_minibatched(self, parts, structure):
+    """Whether the target draws a minibatch from the step's seed.
+
+    A `MinibatchLogProb` given as the target says so (``needs_seed``); one
+    behind a wrapper's target (`minibatch.step_seed`) is found by tracing
+    the target once, inside a `step_seed` context that records the draw
+    (in a graph the unused evaluation is pruned). The answer is kept.
+    """
+    known = getattr(self, '_minibatched', None)
+    if known is None:
+      known = getattr(self.target_log_prob_fn, 'needs_seed', False)
+      if not known:
+        seed = tf.constant([0, 0], tf.int32)
+        with minibatch.step_seed(seed) as context:
+          self._log_prob(parts, seed, structure)
+        known = context.drawn
+      self._minibatched = bool(known)
+    return known
+
   def _gamma_log_prob(self, seed, structure):
     """Γ's log-target: a `MinibatchLogProb`'s `gamma_batch_size` rows, if set."""
     fn = self.target_log_prob_fn
@@ -305,9 +324,11 @@ class AdaptiveSGMCMC(tfp.mcmc.TransitionKernel):
     p = self.parameters
     parts = [tf.convert_to_tensor(x) for x in as_list(current_state)]
     batch_ndims = prev.target_log_prob.shape.rank
-    independent = vocabulary.independent_metric(p.get('gamma', 'none'))
     # The metric's minibatch: the drift's, or one of its own
-    # (``gamma='corrected_independent'``, `vocabulary.independent_metric`).
+    # (``gamma='corrected'``, `vocabulary.independent_metric`); with an
+    # exact target the two are one evaluation.
+    independent = (vocabulary.independent_metric(p.get('gamma', 'none')) and
+                   self._target_is_minibatched(parts, current_state))
     metric_seed = (tfp.random.split_seed(batch_seed, salt='metric')[0]
                    if independent else batch_seed)
     fn = lambda xs: self._log_prob(xs, metric_seed, current_state)

@@ -14,14 +14,15 @@ Arguments common to all of them:
   ``'rademacher'`` (±1 with equal probability: the two-point noise of a
   weak order-1 scheme, one random sign per parameter; see the guide on
   performance for when not to use it).
-- ``gamma``: ``'none' | 'original' | 'corrected' | 'corrected_lagged' |
-  'corrected_independent'`` (see `tfp_adaptive.core.gamma`).
-  ``'corrected'`` is Rensmeyer & Niggemann's Algorithm 1;
-  ``'corrected_lagged'`` moves with the metric from before the current
-  gradient, which removes Algorithm 1's first-order bias with minibatches
-  (guide "Choosing a sampler"); ``'corrected_independent'`` builds the
-  metric and Γ from a second minibatch of the step (one more gradient),
-  which removes it too and keeps the metric at the current state.
+- ``gamma``: ``'none' | 'original' | 'corrected' | 'corrected_published'
+  | 'corrected_lagged'`` (see `tfp_adaptive.core.gamma`). ``'corrected'``
+  (default) is Rensmeyer & Niggemann's Algorithm 1 with the metric and Γ
+  built from a second minibatch of the step (one more gradient when the
+  target is a minibatch; none with exact gradients), which removes the
+  bias Algorithm 1 keeps with minibatches (guide "Choosing a sampler");
+  ``'corrected_published'`` is Algorithm 1 as published, for
+  reproductions; ``'corrected_lagged'`` moves with the metric from before
+  the current gradient (one gradient a step).
 - ``gamma_estimator``: ``'hutchinson'`` (default) or ``'exact'`` (small D
   only).
 - ``gamma_probability``: ``p`` in (0, 1], default 1: a step computes Γ with
