@@ -20,6 +20,11 @@ printed:
   acceptance drawn from 0.6 to 0.95 (drift ratios of about 0.036 to
   0.004); a run of 2,000 to 8,000 steps, half of them burn-in.
 
+Run ``i`` draws from its own generator, seeded by ``(seed, i)``, so that
+one run is reproduced alone. The runs go in batches (``--batch``, 10 by
+default), each batch in a fresh process: every run compiles its own XLA
+functions, which a process keeps until it exits.
+
 Each run goes through `tfa.mcmc.sample` as a user's would (64 chains);
 its error is `benchmarks.panel.run_error` against the truth (sds and
 means, of the whitened coordinates for the Gaussians and of the logits
@@ -35,6 +40,7 @@ all runs and per family. Writes ``panel_generated.md``.
     python -m benchmarks.panel_generated [...]       # the same
 """
 
+import multiprocessing
 import os
 import time
 
@@ -217,6 +223,18 @@ def add_arguments(parser):
   parser.add_argument('--seed', type=int, default=None,
                       help='the seed of the generated runs (default: drawn '
                       'and printed)')
+  parser.add_argument('--batch', type=int, default=10,
+                      help='runs per child process (default 10)')
+
+
+def run_batch(seed, indices, quick, device):
+  """Runs ``indices`` of the panel drawn from `seed` (in a child process): their rows."""
+  common.select_device(device)
+  return [one_run(np.random.default_rng([seed, i]), quick) for i in indices]
+
+
+def _run_batch(job):
+  return run_batch(*job)
 
 
 def main(args=None):
@@ -225,20 +243,24 @@ def main(args=None):
     parser = common.parser(__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args()
-  common.select_device(args.device)
   out = common.out_dir(args.out)
   seed = (args.seed if args.seed is not None else
           int(time.time() * 1e3) % 1000000)
   print('seed', seed, flush=True)
-  rng = np.random.default_rng(seed)
   runs = args.runs or (8 if args.quick else 200)
+  batch = max(1, getattr(args, 'batch', 10) or 10)
+  jobs = [(seed, list(range(k, min(k + batch, runs))), args.quick,
+           args.device) for k in range(0, runs, batch)]
   rows = []
-  for i in range(runs):
-    rows.append(one_run(rng, args.quick))
-    r = rows[-1]
-    print('%3d %-44s %-62s %s %+.3f ± %.3f  %s' % (
-        i, r['target'], r['sampler'], r['what'], r['err'], r['se'],
-        ', '.join(r['said']) or 'silent'), flush=True)
+  # One fresh process per batch (spawned: no TensorFlow state inherited).
+  with multiprocessing.get_context('spawn').Pool(
+      1, maxtasksperchild=1) as pool:
+    for done in pool.imap(_run_batch, jobs):
+      for r in done:
+        print('%3d %-44s %-62s %s %+.3f ± %.3f  %s' % (
+            len(rows), r['target'], r['sampler'], r['what'], r['err'],
+            r['se'], ', '.join(r['said']) or 'silent'), flush=True)
+        rows.append(r)
   table = [[r['target'], r['sampler'],
             '%+.3g ± %.2g (%s)' % (r['err'], r['se'], r['what']),
             'raised' if r['what'] == 'raised' else 'off' if r['off'] else

@@ -207,9 +207,9 @@ def test_tf_data_input_and_validation(digits):
   _check_probabilities(ens.predict(val), len(xt))
 
 
-def _weighted_fit(x, y, **fit_kwargs):
+def _weighted_fit(x, y, gamma='corrected', **fit_kwargs):
   model = _functional(bn=False)
-  model.compile(optimizer=_psgld(len(x)),
+  model.compile(optimizer=_psgld(len(x), gamma=gamma),
                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   model.fit(x, y, batch_size=50, epochs=1, shuffle=False, verbose=0,
             callbacks=[tfa.keras.SampleCollector()], **fit_kwargs)
@@ -227,10 +227,13 @@ def test_class_weight_and_sample_weight_reach_gamma(digits):
   for u, v in zip(a, b):
     np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-6)
   assert not all(np.allclose(u, v) for u, v in zip(a, c))
-  # Γ itself sees the weights: the same step with Γ from the unweighted loss
-  # differs from the weighted fit.
+  # Γ itself sees the weights: a custom loop with the weighted loss takes
+  # the weighted fit's steps (the published form, whose Γ and drift share
+  # the minibatch, so that the loop's rows are fit's).
+  b = _weighted_fit(x, y, gamma='corrected_published',
+                    sample_weight=1. + y.astype('float32'))
   model = _functional(bn=False)
-  model.compile(optimizer=_psgld(len(x)),
+  model.compile(optimizer=_psgld(len(x), gamma='corrected_published'),
                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
   opt = model.optimizer
