@@ -9,7 +9,7 @@ Trains a small MLP on synthetic data from a `tf.data` pipeline (global
 batch 16), with `SampleCollector` writing to ``OUT/samples``: Γ-free PSGLD
 with its seed left to the library (NumPy is seeded per task, so the
 workers draw different seeds unless they agree on the chief's), then
-corrected PSGLD in memory. Writes ``OUT/<task>.npz`` (final weights of both
+corrected PSGLD (as published) in memory. Writes ``OUT/<task>.npz`` (final weights of both
 runs) and ``OUT/<task>.json`` (chief or not, members kept, seed used).
 """
 
@@ -61,7 +61,10 @@ def main(out=None):
   samples = os.path.join(out, 'single_samples' if name == 'single' else
                          'samples')
   free, collector = train(strategy, task, 'none', samples)
-  corrected, memory = train(strategy, task, 'corrected')
+  # The published form: its drift and Γ see each worker's rows as one
+  # process's do (the default splits each worker's rows into halves of its
+  # own: another chain; `keras_distribute_run` checks its replicas agree).
+  corrected, memory = train(strategy, task, 'corrected_published')
   np.savez(os.path.join(out, name + '.npz'),
            *(free.get_weights() + corrected.get_weights()))
   info = {'chief': distribute.is_chief(strategy),

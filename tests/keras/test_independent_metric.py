@@ -113,3 +113,22 @@ def test_missing_or_misplaced_metric_losses_and_single_rows_are_refused():
   tfa.keras.enable_gamma(model)
   with pytest.raises(ValueError, match='batch_size'):
     model.fit(x, y, batch_size=1, epochs=1, verbose=0)
+
+
+def test_the_calibration_reads_the_noise_of_the_drifts_half():
+  """`CurvatureCalibration` takes the minibatch noise at the rows the drift sees."""
+  from tfp_adaptive.keras import gamma_train_step  # pylint: disable=g-import-not-at-top
+  assert gamma_train_step.drift_rows(_optimizer(), 64) == 32
+  assert gamma_train_step.drift_rows(_optimizer(), 7) == 4
+  for gamma in ('corrected_published', 'corrected_lagged', 'none'):
+    assert gamma_train_step.drift_rows(_optimizer(gamma), 64) == 64
+
+
+def test_halves_split_every_tensor_alike():
+  x = np.arange(10, dtype='float32')[:, None]
+  (xa, ya), (xb, yb) = tfa.keras.halves((x, 2. * x), seed=[3, 4])
+  assert xa.shape[0] == 5 and xb.shape[0] == 5
+  np.testing.assert_array_equal(2. * xa.numpy(), ya.numpy())
+  np.testing.assert_array_equal(2. * xb.numpy(), yb.numpy())
+  both = np.sort(np.concatenate([xa.numpy(), xb.numpy()]).ravel())
+  np.testing.assert_array_equal(both, x.ravel())

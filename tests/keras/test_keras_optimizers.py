@@ -284,8 +284,12 @@ def test_gamma_in_fit_for_functional_and_subclassed_models(make):
   assert all(np.all(np.isfinite(w)) for w in model.get_weights())
 
 
-def _noiseless_steps(fraction, draws, probability=1., gamma='corrected'):
+def _noiseless_steps(fraction, draws, probability=1.,
+                     gamma='corrected_published'):
   """Δθ of one noise-free PSGLD step (exact Γ, `gamma` mode) per draw.
+
+  The published form: its drift and Γ see the whole minibatch, so that
+  only `fraction` and `probability` draw.
 
   Each draw is a new step number, hence a new row subset (`fraction`) and
   a new coin (`probability`).

@@ -8,6 +8,7 @@ from tfp_adaptive import validation
 from tfp_adaptive.diagnostics import curvature as curvature_lib
 from tfp_adaptive.keras import data_arrays
 from tfp_adaptive.keras import ensemble_temperature
+from tfp_adaptive.keras import gamma_train_step
 from tfp_adaptive.keras import optimizer_base
 
 __all__ = ['CurvatureCalibration']
@@ -20,7 +21,7 @@ class CurvatureCalibration(keras.callbacks.Callback):
   the Hessian of the sampled energy ``U`` (``data_size`` times the loss,
   its regularizers and the optimizer's default prior) in the optimizer's
   metric ``M``, and ``S`` the covariance of the whitened minibatch gradient
-  of ``U`` at `fit`'s batch size. A Langevin step ``h`` samples the
+  of ``U`` at the drift's batch size. A Langevin step ``h`` samples the
   direction of curvature ``a`` and gradient variance ``s`` at ``τ(1 +
   h(a + s/τ)/4)`` (`tfp_adaptive.diagnostics.curvature`, eq. 1), so this learning
   rate heats no direction by more than about `heat`. The drift-based
@@ -40,7 +41,8 @@ class CurvatureCalibration(keras.callbacks.Callback):
   calibration epochs inside the collector's burn-in.
 
   Each reading takes ``batches`` gradients of size ``B`` (``B`` from
-  `fit`'s steps per epoch) and ``2·iterations`` passes over at most
+  `fit`'s steps per epoch; half of it with ``gamma='corrected'``, whose
+  drift sees half of each minibatch) and ``2·iterations`` passes over at most
   `rows` examples (the Hessian-vector products of the power iteration).
 
   Args:
@@ -135,6 +137,9 @@ class CurvatureCalibration(keras.callbacks.Callback):
     n = len(tf.nest.flatten(x)[0])
     steps = (self.params or {}).get('steps')
     batch = 32 if not steps else int(np.ceil(n / int(np.asarray(steps))))
+    # The drift's share of it (`fit` splits each minibatch for the default
+    # Γ mode).
+    batch = gamma_train_step.drift_rows(opt, batch)
     rng = np.random.default_rng([self.seed, salt])
     pstate, _ = opt.sampler_state()
     chains = opt.chain_ndims  # Each chain read on its own (`Chains`).

@@ -167,6 +167,18 @@ def halves(batch, seed):
   return tuple(take(order[:k])), tuple(take(order[k:]))
 
 
+def drift_rows(optimizer, batch):
+  """The rows of a `fit` minibatch of `batch` rows that the drift's gradient sees.
+
+  ``ceil(batch / 2)`` where the train step splits the minibatch (`halves`,
+  ``gamma='corrected'``), else `batch`: what a calibration of the step
+  against the minibatch noise must take.
+  """
+  if optimizer.needs_gamma and vocabulary.independent_metric(optimizer.gamma):
+    return (batch + 1) // 2
+  return batch
+
+
 def _random_rows(structures, fraction, seed):
   """The same random ``ceil(fraction * batch)`` rows of every tensor given."""
   batch, order, take = _shuffled(structures, seed)
