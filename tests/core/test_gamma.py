@@ -356,7 +356,7 @@ def test_drift_from_cached_statistics_equals_the_plain_metric_product(name):
 @pytest.mark.parametrize('name', ['rmsprop', 'shampoo'])
 def test_a_drift_of_its_own_leaves_the_metric_and_gamma_to_the_other_minibatch(
     name):
-  """``drift_fn`` (``gamma='corrected_independent'``): its value and gradient are returned, the metric state and Γ are `fn`'s; a frozen metric evaluates `drift_fn` only."""
+  """``drift_fn`` (``gamma='corrected'``): its value and gradient are returned, the metric state and Γ are `fn`'s; a frozen metric evaluates `drift_fn` only."""
   pre = PRECONDITIONERS[name]()
   parts = theta([2])
   state = pre.init(parts, 1)

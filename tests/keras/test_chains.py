@@ -72,9 +72,9 @@ def test_each_chain_is_its_own_fit_without_noise(name):
       np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
 
 
-# 'original' is 'corrected' times 1 − α: run at full size only;
-# 'corrected_independent' has its own test with chains
-# (`test_independent_metric.py`).
+# 'original' is the published Γ times 1 − α: run at full size only. The
+# default 'corrected' (halves of each minibatch) also has its own test with
+# chains (`test_independent_metric.py`).
 @pytest.mark.slow
 @pytest.mark.parametrize('gamma', [
     pytest.param('original', marks=full_size_only()), 'corrected',
