@@ -41,27 +41,26 @@ def local_step(opt, variables, grads, gamma, metric_state, metric_grads,
     num_nonfinite: this replica's copy of the skipped-step counter.
   """
   parts = [tf.convert_to_tensor(v) for v in variables]
-  full_grads = [tf.zeros_like(p) for p in parts]
-  full_gamma = None if gamma is None else [tf.zeros_like(p) for p in parts]
-  for k, i in enumerate(index):
-    full_grads[i] = tf.cast(grads[k], parts[i].dtype)
-    if gamma is not None:
-      full_gamma[i] = tf.cast(gamma[k], parts[i].dtype)
+
+  def full(values):
+    """`values` of the variables at `index`, zeros for the others."""
+    out = [tf.zeros_like(p) for p in parts]
+    for k, i in enumerate(index):
+      out[i] = tf.cast(values[k], parts[i].dtype)
+    return out
+  full_gamma = None if gamma is None else full(gamma)
   # The default prior enters before the metric, as a regularizer's does.
   prior = opt.prior_gradients(parts)
-  full_grads = [g if p is None else g + p for g, p in zip(full_grads, prior)]
+  with_prior = lambda gs: [g if p is None else g + p
+                           for g, p in zip(gs, prior)]
+  full_grads = with_prior(full(grads))
   pstate, momentum = opt.sampler_state(state_variables)
   step32 = tf.cast(step, tf.int32)
   chains = opt.chain_ndims
   new_pstate = metric_state
   if new_pstate is None:
-    metric_from = full_grads
-    if metric_grads is not None:
-      metric_from = [tf.zeros_like(p) for p in parts]
-      for k, i in enumerate(index):
-        metric_from[i] = tf.cast(metric_grads[k], parts[i].dtype)
-      metric_from = [g if p is None else g + p
-                     for g, p in zip(metric_from, prior)]
+    metric_from = (full_grads if metric_grads is None else
+                   with_prior(full(metric_grads)))
     new_pstate = opt.algorithm.update_metric(pstate, metric_from, step32,
                                              chains)
   n = opt.data_size
