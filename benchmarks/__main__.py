@@ -37,6 +37,8 @@ BENCHMARKS = [
     ('yu_funnel', [], 'Neal\'s funnel (Yu et al.)'),
     ('lecture_regression', [], 'Bayesian linear regression (exact posterior)'),
     ('minibatch_bias', [], 'Minibatches: error against the step size'),
+    ('minibatch_mlp', [], 'Minibatches: the MLP with enough chains to read '
+     'a bias'),
     ('defaults', [], 'Every kernel at its defaults, step by the documented '
      'rule'),
     ('regimes', [], 'Regimes: where the samplers are biased'),
