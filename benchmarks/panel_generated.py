@@ -4,7 +4,8 @@
 on. Here each run draws, from a seed drawn when the command starts and
 printed:
 
-* **a target** from one of four families with exact or NUTS answers:
+* **a target** from one of five families with exact or NUTS answers,
+  four sampled by the kernels and one by `model.fit`:
   a Gaussian (2 to 20 dimensions, standard deviations log-spaced over a
   condition number of the covariance up to 1e6, a random rotation and a
   random mean); Neal's funnel (``v ~ N(0, s²)`` with ``s`` from 0.3 to 2,
@@ -17,7 +18,10 @@ printed:
   random subset of scikit-learn's breast cancer data (100 to 569 rows, 3
   to 10 of its 30 features, each standardised and then scaled by a random
   factor from 0.2 to 5, and an intercept; prior N(0, 1)), full-batch or in
-  random minibatches, against NUTS on the full data;
+  random minibatches, against NUTS on the full data; or, through
+  `model.fit`, a Bayesian linear regression with random inputs, size and
+  batch, its step by a documented rule (`one_fit_run`), against its exact
+  posterior;
 * **a sampler and its settings** around the documented ones: SGLD, PSGLD
   with Γ corrected or its lagged form, PSGLD adapted during the burn-in
   and then frozen, or Monge corrected; a moving-average decay among 0.5,
@@ -45,7 +49,7 @@ Reported: the **miss rate**, among the runs off by more than 10% (beyond
 two standard errors, or by more than 100% whatever the error), the share that said nothing, and the **false-alarm
 rate**, among the runs within 5% (by two standard errors), the share that
 warned, each with its 95% Wilson interval (`scipy.stats.binomtest`), over
-all runs and per family. Writes ``panel_generated.md``.
+all runs, the kernels' runs, and per family. Writes ``panel_generated.md``.
 
     python -m benchmarks.panel --generated [--runs 200] [--seed S] [--quick]
     python -m benchmarks.panel_generated [...]       # the same
@@ -65,7 +69,8 @@ from benchmarks import panel
 
 STEPS = (2000, 64000)  # The run length's range, drawn log-uniformly.
 BURNIN = (0.2, 0.5)   # The burn-in's share of the run.
-FAMILIES = ('gaussian', 'funnel', 'hierarchical', 'logistic')
+FAMILIES = ('gaussian', 'funnel', 'hierarchical', 'logistic', 'fit')
+FIT_STEPS = (2000, 32000)  # A `fit` run's length in steps, log-uniform.
 DECAYS = (0.5, 0.9, 0.95, 0.99)
 SAMPLERS = ('SGLD', 'PSGLD corrected', 'PSGLD corrected_lagged',
             'PSGLD frozen', 'Monge corrected')
@@ -236,6 +241,8 @@ def draw_settings(rng, quick):
 def one_run(rng, quick):
   """One drawn target and sampler, run and judged: a row (dict)."""
   family = FAMILIES[int(rng.integers(len(FAMILIES)))]
+  if family == 'fit':
+    return one_fit_run(rng, quick)
   nuts_draws = 300 if quick else 1000
   target, fn, reference, init, project, predictions = {
       'gaussian': draw_gaussian,
@@ -262,6 +269,81 @@ def one_run(rng, quick):
               within=abs(err) + 2. * se <= WITHIN)
 
 
+def one_fit_run(rng, quick):
+  """One `model.fit` run on a random Bayesian linear regression, judged against its exact posterior: a row (dict).
+
+  The model and the collector are `benchmarks.panel_fit`'s (one `Dense`,
+  loss ``'mse'``, a N(0, 1) prior; members every 25 steps after a quarter
+  of the run, read on the training data at the end). Drawn: 1 to 10
+  inputs with scales from 0.2 to 5 and random offsets, 200 to 2,000 rows,
+  the full batch or reshuffled minibatches of 32, 64 or 128; the
+  optimizer as in `draw_settings` (SGLD, PSGLD corrected or lagged, Monge
+  corrected); the step by one of the documented rules
+  (`CurvatureCalibration` over 2 epochs, or `StepSizeCalibration` over 5)
+  from a first learning rate drawn from 1e-6 to 1e-3; and the run's length.
+  The members are cut into 8 consecutive blocks for the standard errors.
+  """
+  from benchmarks import panel_fit  # pylint: disable=g-import-not-at-top
+  d = int(rng.integers(1, 11))
+  n = int(rng.integers(200, 2001))
+  scales = np.exp(rng.uniform(np.log(0.2), np.log(5.), d))
+  x = (rng.normal(size=(n, d)) * scales + rng.normal(size=d)).astype(
+      np.float32)
+  y = (x @ rng.normal(size=(d, 1)) + rng.normal() + rng.normal(
+      scale=np.sqrt(0.5), size=(n, 1))).astype(np.float32)
+  xa = np.concatenate([x, np.ones((n, 1))], 1).astype(np.float64)
+  precision = 2. * xa.T @ xa + np.eye(d + 1)  # 'mse': N(y; ŷ, 1/2).
+  mean = np.linalg.solve(precision, 2. * xa.T @ y.astype(np.float64))[:, 0]
+  reference, project, _ = panel._gaussian(np.linalg.inv(precision), mean)  # pylint: disable=protected-access
+  batches = [n] + [b for b in (32, 64, 128) if b < n]
+  batch = batches[int(rng.integers(len(batches)))]
+  name = SAMPLERS[int(rng.integers(len(SAMPLERS)))]
+  if name == 'PSGLD frozen':  # No frozen metric in `fit`'s optimizers here.
+    name = 'PSGLD corrected'
+  decay = DECAYS[int(rng.integers(len(DECAYS)))]
+  bias = _log_uniform(rng, 1e-3, 1.)
+  lr = _log_uniform(rng, 1e-6, 1e-3)
+  steps = int(_log_uniform(rng, *FIT_STEPS)) // (8 if quick else 1)
+  epochs = max(12, steps // panel_fit.STEPS_PER_EPOCH)
+  curvature = bool(rng.integers(2))
+  seed = int(rng.integers(1 << 30))
+  opts = tfa.keras.optimizers
+  if name == 'SGLD':
+    optimizer, said = opts.SGLD(lr, data_size=n, seed=seed), ''
+  elif name.startswith('Monge'):
+    optimizer = opts.MongeSGRLD(lr, data_size=n, seed=seed,
+                                preconditioner_decay_rate=decay)
+    said = 'decay %g, ' % decay
+  else:
+    optimizer = opts.PSGLD(lr, data_size=n, seed=seed,
+                           preconditioner_decay_rate=decay,
+                           diagonal_bias=bias, gamma=name.split()[1])
+    said = 'decay %g, bias %.2g, ' % (decay, bias)
+  rule = (tfa.keras.CurvatureCalibration((x, y), epochs=2) if curvature
+          else tfa.keras.StepSizeCalibration(epochs=5))
+  target = 'fit: regression, D=%d, n=%d, batch %s' % (
+      d, n, 'full' if batch == n else batch)
+  label = '%s (%s%s, %d steps)' % (
+      name, said, 'CurvatureCalibration' if curvature else
+      'StepSizeCalibration', epochs * panel_fit.STEPS_PER_EPOCH)
+  try:
+    members, said_by, _, seconds = panel_fit.run_one(
+        optimizer, batch, seed=seed, epochs=epochs, data=(x, y),
+        callbacks=[rule])
+  except Exception as e:  # pylint: disable=broad-except
+    return dict(family='fit', target=target, sampler=label, err=np.nan,
+                se=np.nan, what='raised', said=['raised %s' % type(e).__name__],
+                seconds=0., off=False, within=False)
+  blocks = len(members) // 8
+  samples = members[:8 * blocks].reshape(8, blocks, -1).transpose(1, 0, 2)
+  err, se, what = panel.run_error(samples, reference, project=project)
+  said = sorted({panel.kind(m) for m in said_by['live'] + said_by['members']})
+  return dict(family='fit', target=target, sampler=label, err=err, se=se,
+              what=what, said=said, seconds=seconds,
+              off=abs(err) - 2. * se > OFF or abs(err) > 1.,
+              within=abs(err) + 2. * se <= WITHIN)
+
+
 def rate(rows, among, counted):
   """``(k, n, low, high)``: the share of `among` rows that are `counted`, its 95% Wilson interval."""
   from scipy import stats  # pylint: disable=g-import-not-at-top
@@ -281,8 +363,9 @@ def _rate_cell(k, n, low, high):
 def summary(rows):
   """The miss and false-alarm rates, over all runs and per family."""
   out = []
-  picks = [('all', lambda r: True)] + [
-      (f, lambda r, f=f: r['family'] == f) for f in FAMILIES]
+  picks = [('all', lambda r: True),
+           ('kernels', lambda r: r['family'] != 'fit')] + [
+               (f, lambda r, f=f: r['family'] == f) for f in FAMILIES]
   for name, pick in picks:
     miss = rate(rows, lambda r, p=pick: p(r) and r['off'],
                 lambda r: not r['said'])
