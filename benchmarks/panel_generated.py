@@ -46,9 +46,9 @@ regressions), its warnings what the run said. About 2,000 draws a chain
 are kept, evenly spaced.
 
 Reported: the **miss rate**, among the runs off by more than 10% (beyond
-two standard errors, or by more than 100% whatever the error), the share that said nothing, and the **false-alarm
-rate**, among the runs within 5% (by two standard errors), the share that
-warned, each with its 95% Wilson interval (`scipy.stats.binomtest`), over
+two standard errors, or by more than 100% whatever the error), the share
+that said nothing, and the **false-alarm rate**, among the runs within 5%
+(by two standard errors), the share that warned, each with its 95% Wilson interval (`scipy.stats.binomtest`), over
 all runs, the kernels' runs, and per family. Writes ``panel_generated.md``.
 
     python -m benchmarks.panel --generated [--runs 200] [--seed S] [--quick]
