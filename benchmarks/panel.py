@@ -335,17 +335,24 @@ def runs(quick):
 
 
 def run_one(fn, init, bijectors, factory, h, steps, thin, quick,
-            predictions=None):
+            predictions=None, burnin=None):
+  """Runs `factory`'s kernel through `tfa.mcmc.sample`: ``(samples, readings, said, seconds)``.
+
+  `steps` steps are kept (every `thin`-th) after a burn-in of `burnin`
+  steps, ``steps // 2`` by default.
+  """
   kernel = factory(fn, h)
   if bijectors is not None:
     kernel = tfp.mcmc.TransformedTransitionKernel(kernel, bijectors)
   if quick:
     steps //= 10
+    burnin = None if burnin is None else burnin // 10
+  burnin = steps // 2 if burnin is None else burnin
   t0 = time.time()
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     samples, _, _ = tfa.mcmc.sample(
-        kernel, init, num_results=steps // thin, num_burnin_steps=steps // 2,
+        kernel, init, num_results=steps // thin, num_burnin_steps=burnin,
         num_steps_between_results=thin - 1, seed=(3, 4),
         chunk_size=steps // thin, progress=False, predictions=predictions)
   seconds = time.time() - t0

@@ -59,7 +59,7 @@ def regression():
 
 
 def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS, data=None,
-            steps=STEPS_PER_EPOCH):
+            steps=STEPS_PER_EPOCH, callbacks=()):
   """``(members [n, D], said {'live': [...], 'members': [...]}, readings, seconds)`` of one chain.
 
   `readings`: the members' (``SampleCollector(training_data=(x, y))``
@@ -70,7 +70,8 @@ def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS, data=None,
   ``y``'s, and a member's row its kernel (row-major), then its bias.
 
   An epoch is `steps` steps: for `regression`, 5 reshuffled passes in
-  batches of 50, or the full batch 100 times.
+  batches of 50, or the full batch 100 times. `callbacks` run before the
+  collector (a step-size rule, for instance).
   """
   x, y = regression()[:2] if data is None else data
   n = len(x)
@@ -90,7 +91,7 @@ def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS, data=None,
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     model.fit(data, steps_per_epoch=steps, epochs=epochs, verbose=0,
-              callbacks=[collector])
+              callbacks=list(callbacks) + [collector])
   seconds = time.time() - t0
   # The members' reading on the training data at the end of `fit` says so
   # at the start of its warnings; the rest is the reading in `fit`.

@@ -4,21 +4,33 @@
 on. Here each run draws, from a seed drawn when the command starts and
 printed:
 
-* **a target** from one of two families with exact or NUTS answers:
+* **a target** from one of five families with exact or NUTS answers,
+  four sampled by the kernels and one by `model.fit`:
   a Gaussian (2 to 20 dimensions, standard deviations log-spaced over a
   condition number of the covariance up to 1e6, a random rotation and a
-  random mean); or a Bayesian logistic regression on a random subset of
-  scikit-learn's breast cancer data (100 to 569 rows, 3 to 10 of its 30
-  features, each standardised and then scaled by a random factor from
-  0.2 to 5, and an intercept; prior N(0, 1)), full-batch or in random
-  minibatches, against NUTS on the full data;
+  random mean); Neal's funnel (``v ~ N(0, s²)`` with ``s`` from 0.3 to 2,
+  and 1 to 9 coordinates ``x | v ~ N(0, e^v)``), judged on the marginals,
+  on ``x e^{-v/2}`` and on the neck (``v`` more than one sd below its
+  mean); a hierarchical normal model (4 to 16 groups, each with its
+  measurement sd, a population scale and a spread of the group means
+  drawn over two decades, non-centred: ``θ_j = μ + τ η_j``), its group
+  means included, against NUTS; or a Bayesian logistic regression on a
+  random subset of scikit-learn's breast cancer data (100 to 569 rows, 3
+  to 10 of its 30 features, each standardised and then scaled by a random
+  factor from 0.2 to 5, and an intercept; prior N(0, 1)), full-batch or in
+  random minibatches, against NUTS on the full data; or, through
+  `model.fit`, a Bayesian linear regression with random inputs, size and
+  batch, its step by a documented rule (`one_fit_run`), against its exact
+  posterior;
 * **a sampler and its settings** around the documented ones: SGLD, PSGLD
   with Γ corrected or its lagged form, PSGLD adapted during the burn-in
   and then frozen, or Monge corrected; a moving-average decay among 0.5,
   0.9, 0.95 and 0.99 and a `diagonal_bias` from 1e-3 to 1; the step set
   by TFP's `SimpleStepSizeAdaptation` (the documented rule) at a target
   acceptance drawn from 0.6 to 0.95 (drift ratios of about 0.036 to
-  0.004); a run of 2,000 to 8,000 steps, half of them burn-in.
+  0.004); a run of 2,000 to 64,000 steps (log-uniform: short runs that
+  have not relaxed and long ones that have), a burn-in of a fifth to a
+  half of it.
 
 Run ``i`` draws from its own generator, seeded by ``(seed, i)``, so that
 one run is reproduced alone. The runs go in batches (``--batch``, 10 by
@@ -27,14 +39,17 @@ functions, which a process keeps until it exits.
 
 Each run goes through `tfa.mcmc.sample` as a user's would (64 chains);
 its error is `benchmarks.panel.run_error` against the truth (sds and
-means, of the whitened coordinates for the Gaussians and of the logits
-at 50 inputs for the regressions), its warnings what the run said.
+means of the coordinates and of: the whitened coordinates for the
+Gaussians; ``x e^{-v/2}`` and the neck for the funnels; the group means
+for the hierarchical models; the logits at 50 inputs for the
+regressions), its warnings what the run said. About 2,000 draws a chain
+are kept, evenly spaced.
 
 Reported: the **miss rate**, among the runs off by more than 10% (beyond
-two standard errors), the share that said nothing, and the **false-alarm
-rate**, among the runs within 5% (by two standard errors), the share that
-warned, each with its 95% Wilson interval (`scipy.stats.binomtest`), over
-all runs and per family. Writes ``panel_generated.md``.
+two standard errors, or by more than 100% whatever the error), the share
+that said nothing, and the **false-alarm rate**, among the runs within 5%
+(by two standard errors), the share that warned, each with its 95% Wilson interval (`scipy.stats.binomtest`), over
+all runs, the kernels' runs, and per family. Writes ``panel_generated.md``.
 
     python -m benchmarks.panel --generated [--runs 200] [--seed S] [--quick]
     python -m benchmarks.panel_generated [...]       # the same
@@ -52,7 +67,10 @@ import tfp_adaptive as tfa
 from benchmarks import common
 from benchmarks import panel
 
-STEPS = (2000, 4000, 8000)
+STEPS = (2000, 64000)  # The run length's range, drawn log-uniformly.
+BURNIN = (0.2, 0.5)   # The burn-in's share of the run.
+FAMILIES = ('gaussian', 'funnel', 'hierarchical', 'logistic', 'fit')
+FIT_STEPS = (2000, 32000)  # A `fit` run's length in steps, log-uniform.
 DECAYS = (0.5, 0.9, 0.95, 0.99)
 SAMPLERS = ('SGLD', 'PSGLD corrected', 'PSGLD corrected_lagged',
             'PSGLD frozen', 'Monge corrected')
@@ -89,6 +107,63 @@ def draw_gaussian(rng):
           rotation.T).astype(np.float32)
   return ('Gaussian, D=%d, condition %.2g' % (dim, condition), log_prob,
           reference, init, project, None)
+
+
+def draw_funnel(rng):
+  """The same for a random Neal's funnel: exact marginals, ``x e^{-v/2}``'s and the neck's."""
+  k = int(rng.integers(1, 10))
+  sv = _log_uniform(rng, 0.3, 2.)
+
+  def log_prob(z):
+    v, x = z[..., 0], z[..., 1:]
+    return (-0.5 * v ** 2 / sv ** 2 - 0.5 * k * v -
+            0.5 * tf.reduce_sum(x ** 2, -1) * tf.exp(-v))
+  sds = np.concatenate([[sv], np.full(k, np.sqrt(np.exp(sv ** 2 / 2.))),
+                        np.ones(k), np.full(k, np.sqrt(panel.NECK_MASS))])
+  # Chains start at half-width draws of the funnel, as after a rough fit.
+  v = 0.5 * sv * rng.normal(size=(panel.CHAINS, 1))
+  x = 0.5 * np.exp(v / 2.) * rng.normal(size=(panel.CHAINS, k))
+  return ('funnel, %d x, sd of v %.2g' % (k, sv), log_prob,
+          panel._exact(sds, 0.),  # pylint: disable=protected-access
+          np.concatenate([v, x], 1).astype(np.float32),
+          panel._funnel_quantities(sv, lambda z: z[..., 1:] * np.exp(  # pylint: disable=protected-access
+              -z[..., :1] / 2.), 0), None)
+
+
+def draw_hierarchical(rng, nuts_draws):
+  """The same for a random hierarchical normal model, non-centred, against NUTS.
+
+  ``y_j ~ N(θ_j, σ_j²)``, ``θ_j = μ + τ η_j``, ``η_j ~ N(0, 1)``,
+  ``μ ~ N(0, (5c)²)``, ``τ ~ HalfNormal(5c)`` sampled as ``log τ`` (with
+  its Jacobian), at a scale ``c`` of the data; the state is
+  ``[μ, log τ, η_1, ..., η_J]`` and the group means ``θ_j`` are judged too.
+  """
+  groups = int(rng.integers(4, 17))
+  c = _log_uniform(rng, 0.1, 10.)
+  sigma = c * np.exp(rng.uniform(np.log(0.5), np.log(2.), groups))
+  tau_true = c * _log_uniform(rng, 0.1, 10.)
+  y = rng.normal() * c + tau_true * rng.normal(size=groups) + (
+      sigma * rng.normal(size=groups))
+  yt, st = tf.constant(y, tf.float32), tf.constant(sigma, tf.float32)
+
+  def log_prob(z):
+    mu, log_tau, eta = z[..., :1], z[..., 1:2], z[..., 2:]
+    theta = mu + tf.exp(log_tau) * eta
+    return (-0.5 * tf.reduce_sum(((yt - theta) / st) ** 2, -1)
+            - 0.5 * tf.reduce_sum(eta ** 2, -1)
+            - 0.5 * (mu[..., 0] / (5. * c)) ** 2
+            - 0.5 * (tf.exp(log_tau[..., 0]) / (5. * c)) ** 2 + log_tau[..., 0])
+  project = panel._coordinates_and(  # pylint: disable=protected-access
+      lambda z: z[..., :1] + np.exp(z[..., 1:2]) * z[..., 2:])
+  init = np.concatenate([np.full((panel.CHAINS, 1), y.mean()),
+                         np.full((panel.CHAINS, 1), np.log(y.std() + c)),
+                         0.5 * rng.normal(size=(panel.CHAINS, groups))], 1)
+  ref = project(panel._nuts_sds(log_prob, tf.constant(init, tf.float32),  # pylint: disable=protected-access
+                                draws=nuts_draws).numpy())
+  return ('hierarchical, %d groups, scale %.2g, spread/scale %.2g' % (
+      groups, c, tau_true / c), log_prob,
+          panel._group_moments(ref),  # pylint: disable=protected-access
+          init.astype(np.float32), project, None)
 
 
 def draw_logistic(rng, nuts_draws):
@@ -132,10 +207,14 @@ def draw_logistic(rng, nuts_draws):
 
 
 def draw_settings(rng, quick):
-  """``(label, factory(fn, h), steps)``: a sampler around the documented settings, its step by the wrapper."""
+  """``(label, factory(fn, h), steps, burn)``: a sampler around the documented settings, its step by the wrapper.
+
+  `steps` are kept after `burn` steps of burn-in.
+  """
   name = SAMPLERS[int(rng.integers(len(SAMPLERS)))]
-  steps = STEPS[int(rng.integers(len(STEPS)))] // (4 if quick else 1)
-  burn = steps // 2
+  total = int(_log_uniform(rng, *STEPS)) // (4 if quick else 1)
+  burn = int(rng.uniform(*BURNIN) * total)
+  steps = total - burn  # Kept after the burn-in.
   decay = DECAYS[int(rng.integers(len(DECAYS)))]
   bias = _log_uniform(rng, 1e-3, 1.)
   accept = float(rng.uniform(0.6, 0.95))
@@ -154,23 +233,28 @@ def draw_settings(rng, quick):
     said = 'decay %g, bias %.2g' % (decay, bias)
   factory = lambda fn, h: tfp.mcmc.SimpleStepSizeAdaptation(
       build(fn, h), int(0.8 * burn), target_accept_prob=accept)
-  label = '%s (%saccept %.2f, %d steps)' % (
-      name, said + ', ' if said else '', accept, steps)
-  return label, factory, steps
+  label = '%s (%saccept %.2f, %d steps, burn-in %d)' % (
+      name, said + ', ' if said else '', accept, total, burn)
+  return label, factory, steps, burn
 
 
 def one_run(rng, quick):
   """One drawn target and sampler, run and judged: a row (dict)."""
-  family = ('gaussian', 'logistic')[int(rng.integers(2))]
-  if family == 'gaussian':
-    target, fn, reference, init, project, predictions = draw_gaussian(rng)
-  else:
-    target, fn, reference, init, project, predictions = draw_logistic(
-        rng, 300 if quick else 1000)
-  label, factory, steps = draw_settings(rng, quick)
+  family = FAMILIES[int(rng.integers(len(FAMILIES)))]
+  if family == 'fit':
+    return one_fit_run(rng, quick)
+  nuts_draws = 300 if quick else 1000
+  target, fn, reference, init, project, predictions = {
+      'gaussian': draw_gaussian,
+      'funnel': draw_funnel,
+      'hierarchical': lambda r: draw_hierarchical(r, nuts_draws),
+      'logistic': lambda r: draw_logistic(r, nuts_draws)}[family](rng)
+  label, factory, steps, burn = draw_settings(rng, quick)
   try:
+    # About 2,000 draws a chain kept, whatever the run's length.
     samples, _, said, seconds = panel.run_one(
-        fn, init, None, factory, 1e-4, steps, 4, False, predictions)
+        fn, init, None, factory, 1e-4, steps, max(4, steps // 2000), False,
+        predictions, burnin=burn)
   except Exception as e:  # pylint: disable=broad-except
     # Loud, not silent; no error to judge: counted in neither rate.
     return dict(family=family, target=target, sampler=label, err=np.nan,
@@ -179,7 +263,84 @@ def one_run(rng, quick):
   err, se, what = panel.run_error(samples, reference, project=project)
   return dict(family=family, target=target, sampler=label, err=err, se=se,
               what=what, said=said, seconds=seconds,
-              off=abs(err) - 2. * se > OFF,
+              # Off by more than 100% is off whatever its error (a chain
+              # that blew up has a huge one), as in `panel.classify`.
+              off=abs(err) - 2. * se > OFF or abs(err) > 1.,
+              within=abs(err) + 2. * se <= WITHIN)
+
+
+def one_fit_run(rng, quick):
+  """One `model.fit` run on a random Bayesian linear regression, judged against its exact posterior: a row (dict).
+
+  The model and the collector are `benchmarks.panel_fit`'s (one `Dense`,
+  loss ``'mse'``, a N(0, 1) prior; members every 25 steps after a quarter
+  of the run, read on the training data at the end). Drawn: 1 to 10
+  inputs with scales from 0.2 to 5 and random offsets, 200 to 2,000 rows,
+  the full batch or reshuffled minibatches of 32, 64 or 128; the
+  optimizer as in `draw_settings` (SGLD, PSGLD corrected or lagged, Monge
+  corrected); the step by one of the documented rules
+  (`CurvatureCalibration` over 2 epochs, or `StepSizeCalibration` over 5)
+  from a first learning rate drawn from 1e-6 to 1e-3; and the run's length.
+  The members are cut into 8 consecutive blocks for the standard errors.
+  """
+  from benchmarks import panel_fit  # pylint: disable=g-import-not-at-top
+  d = int(rng.integers(1, 11))
+  n = int(rng.integers(200, 2001))
+  scales = np.exp(rng.uniform(np.log(0.2), np.log(5.), d))
+  x = (rng.normal(size=(n, d)) * scales + rng.normal(size=d)).astype(
+      np.float32)
+  y = (x @ rng.normal(size=(d, 1)) + rng.normal() + rng.normal(
+      scale=np.sqrt(0.5), size=(n, 1))).astype(np.float32)
+  xa = np.concatenate([x, np.ones((n, 1))], 1).astype(np.float64)
+  precision = 2. * xa.T @ xa + np.eye(d + 1)  # 'mse': N(y; ŷ, 1/2).
+  mean = np.linalg.solve(precision, 2. * xa.T @ y.astype(np.float64))[:, 0]
+  reference, project, _ = panel._gaussian(np.linalg.inv(precision), mean)  # pylint: disable=protected-access
+  batches = [n] + [b for b in (32, 64, 128) if b < n]
+  batch = batches[int(rng.integers(len(batches)))]
+  name = SAMPLERS[int(rng.integers(len(SAMPLERS)))]
+  if name == 'PSGLD frozen':  # No frozen metric in `fit`'s optimizers here.
+    name = 'PSGLD corrected'
+  decay = DECAYS[int(rng.integers(len(DECAYS)))]
+  bias = _log_uniform(rng, 1e-3, 1.)
+  lr = _log_uniform(rng, 1e-6, 1e-3)
+  steps = int(_log_uniform(rng, *FIT_STEPS)) // (8 if quick else 1)
+  epochs = max(12, steps // panel_fit.STEPS_PER_EPOCH)
+  curvature = bool(rng.integers(2))
+  seed = int(rng.integers(1 << 30))
+  opts = tfa.keras.optimizers
+  if name == 'SGLD':
+    optimizer, said = opts.SGLD(lr, data_size=n, seed=seed), ''
+  elif name.startswith('Monge'):
+    optimizer = opts.MongeSGRLD(lr, data_size=n, seed=seed,
+                                preconditioner_decay_rate=decay)
+    said = 'decay %g, ' % decay
+  else:
+    optimizer = opts.PSGLD(lr, data_size=n, seed=seed,
+                           preconditioner_decay_rate=decay,
+                           diagonal_bias=bias, gamma=name.split()[1])
+    said = 'decay %g, bias %.2g, ' % (decay, bias)
+  rule = (tfa.keras.CurvatureCalibration((x, y), epochs=2) if curvature
+          else tfa.keras.StepSizeCalibration(epochs=5))
+  target = 'fit: regression, D=%d, n=%d, batch %s' % (
+      d, n, 'full' if batch == n else batch)
+  label = '%s (%s%s, %d steps)' % (
+      name, said, 'CurvatureCalibration' if curvature else
+      'StepSizeCalibration', epochs * panel_fit.STEPS_PER_EPOCH)
+  try:
+    members, said_by, _, seconds = panel_fit.run_one(
+        optimizer, batch, seed=seed, epochs=epochs, data=(x, y),
+        callbacks=[rule])
+  except Exception as e:  # pylint: disable=broad-except
+    return dict(family='fit', target=target, sampler=label, err=np.nan,
+                se=np.nan, what='raised', said=['raised %s' % type(e).__name__],
+                seconds=0., off=False, within=False)
+  blocks = len(members) // 8
+  samples = members[:8 * blocks].reshape(8, blocks, -1).transpose(1, 0, 2)
+  err, se, what = panel.run_error(samples, reference, project=project)
+  said = sorted({panel.kind(m) for m in said_by['live'] + said_by['members']})
+  return dict(family='fit', target=target, sampler=label, err=err, se=se,
+              what=what, said=said, seconds=seconds,
+              off=abs(err) - 2. * se > OFF or abs(err) > 1.,
               within=abs(err) + 2. * se <= WITHIN)
 
 
@@ -202,9 +363,10 @@ def _rate_cell(k, n, low, high):
 def summary(rows):
   """The miss and false-alarm rates, over all runs and per family."""
   out = []
-  for name, pick in [('all', lambda r: True),
-                     ('Gaussian', lambda r: r['family'] == 'gaussian'),
-                     ('logistic', lambda r: r['family'] == 'logistic')]:
+  picks = [('all', lambda r: True),
+           ('kernels', lambda r: r['family'] != 'fit')] + [
+               (f, lambda r, f=f: r['family'] == f) for f in FAMILIES]
+  for name, pick in picks:
     miss = rate(rows, lambda r, p=pick: p(r) and r['off'],
                 lambda r: not r['said'])
     alarm = rate(rows, lambda r, p=pick: p(r) and r['within'],
@@ -277,7 +439,7 @@ def main(args=None):
       ['target', 'sampler', 'error', 'truth', 'said', 'seconds'], table,
       note=('Command: `python -m benchmarks.panel --generated%s --runs %d '
             '--seed %d`. %d chains a run. "off": the deciding error beyond '
-            '10%% by two standard errors; "within": within 5%% by as much. '
+            '10%% by two standard errors, or beyond 100%%; "within": within 5%% by as much. '
             'Rates with 95%% Wilson intervals:\n\n%s'
             % (' --quick' if args.quick else '', runs, seed, panel.CHAINS,
                text)))
