@@ -47,6 +47,8 @@ import tfp_adaptive as tfa
 from benchmarks import common
 
 GROUPS = 4  # Groups of chains: the error is read per group, its se across.
+# NUTS on the MLP: (chains, draws, burn-in), by `--quick`.
+MLP_NUTS = {False: (16, 1000, 1000), True: (8, 100, 200)}
 
 
 class NoisyGaussian(object):
@@ -175,6 +177,23 @@ def predictive_floor(reference):
   return float(np.mean(tv))
 
 
+def mlp_target(quick):
+  """``(target, reference)``: the MLP (`benchmarks.bayesian_mlp`) and NUTS's test predictive in groups (`predictive_groups`).
+
+  501 weights on 500 examples in minibatches of 50 against 16 NUTS chains
+  of 1,000 draws; with `quick`, 105 weights on 100 examples in
+  minibatches of 10 against 8 chains of 100.
+  """
+  from benchmarks import bayesian_mlp  # pylint: disable=g-import-not-at-top
+  if quick:
+    target = bayesian_mlp.Target(n=100, test=50, batch_size=10, hidden=8)
+  else:
+    target = bayesian_mlp.Target(n=500, test=200, batch_size=50, hidden=20)
+  chains, draws, burnin = MLP_NUTS[quick]
+  draws = target.nuts(chains, draws, burnin=burnin)
+  return target, predictive_groups(tf.sigmoid(target.logits(draws)).numpy())
+
+
 def mlp_error(factory, target, reference, floor, h, chains, horizon, seed,
               draws=1000):
   """``(error, se, own)`` in units of NUTS's floor: each group's mean total variation against NUTS's groups.
@@ -255,15 +274,7 @@ def main():
     curves.append(('Logistic: ' + label, lr_steps, errs))
     rows.append(_row('Logistic regression, batch 32', label, lr_steps, errs))
     print(rows[-1], flush=True)
-  from benchmarks import bayesian_mlp  # pylint: disable=g-import-not-at-top
-  if quick:
-    target = bayesian_mlp.Target(n=100, test=50, batch_size=10, hidden=8)
-    reference = target.nuts(8, 100, burnin=200)
-  else:
-    target = bayesian_mlp.Target(n=500, test=200, batch_size=50, hidden=20)
-    reference = target.nuts(16, 1000, burnin=1000)
-  reference = predictive_groups(
-      tf.sigmoid(target.logits(reference)).numpy())
+  target, reference = mlp_target(quick)
   floor = predictive_floor(reference)
   chains_mlp = 16 if not quick else 8
   for label, factory, preconditioned in samplers():

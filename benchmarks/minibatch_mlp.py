@@ -33,49 +33,34 @@ import os
 import time
 
 import numpy as np
-import tensorflow as tf
 
-import tfp_adaptive as tfa
-from benchmarks import bayesian_mlp
 from benchmarks import common
 from benchmarks import minibatch_bias
 
 
 def samplers():
-  """``(label, kernel factory (target, h, burn) -> kernel, h)``."""
-  def psgld(gamma):
-    return lambda fn, h, burn: tfa.mcmc.PSGLD(
-        fn, h, preconditioner_decay_rate=0.95, diagonal_bias=1e-3,
-        gamma=gamma)
-  return [
-      ('SGLD', lambda fn, h, burn: tfa.mcmc.SGLD(fn, h), 1e-4),
-      ("PSGLD, gamma='corrected'", psgld('corrected'), 1e-3),
-      ("PSGLD, gamma='corrected_published'", psgld('corrected_published'),
-       1e-3),
-  ]
+  """`minibatch_bias`'s SGLD and its default and published corrected PSGLD: ``(label, kernel factory, preconditioned?)``."""
+  keep = ('SGLD', "PSGLD, gamma='corrected'",
+          "PSGLD, gamma='corrected_published'")
+  return [s for s in minibatch_bias.samplers() if s[0] in keep]
 
 
 def main():
   args = common.parser(__doc__.splitlines()[0]).parse_args()
   common.select_device(args.device)
   out = common.out_dir(args.out)
-  if args.quick:
-    target = bayesian_mlp.Target(n=100, test=50, batch_size=10, hidden=8)
-    nuts_chains, nuts_draws, burnin = 8, 100, 200
-    chains, horizon, kept = 8, 0.05, 50
-  else:
-    target = bayesian_mlp.Target(n=500, test=200, batch_size=50, hidden=20)
-    nuts_chains, nuts_draws, burnin = 16, 1000, 1000
-    chains, horizon, kept = 48, 30., 1000
-  reference = minibatch_bias.predictive_groups(tf.sigmoid(target.logits(
-      target.nuts(nuts_chains, nuts_draws, burnin=burnin))).numpy())
+  target, reference = minibatch_bias.mlp_target(args.quick)
+  nuts_chains = minibatch_bias.MLP_NUTS[args.quick][0]
+  chains, horizon, kept = (8, 0.05, 50) if args.quick else (48, 30., 1000)
   floor = minibatch_bias.predictive_floor(reference)
   rows = []
-  for k, (label, factory, h) in enumerate(samplers()):
+  for k, (label, factory, preconditioned) in enumerate(samplers()):
     start = time.perf_counter()
-    # The horizon in units of SGLD's time: h = 1e-3 of a preconditioned
-    # sampler is about SGLD's 1e-4 here (`benchmarks.minibatch_bias`).
-    scaled = horizon * (1. if label == 'SGLD' else 10.)
+    # The smallest step of each in `benchmarks.minibatch_bias`, and the
+    # horizon in units of SGLD's time: h = 1e-3 of a preconditioned
+    # sampler is about SGLD's 1e-4 here.
+    h = 1e-3 if preconditioned else 1e-4
+    scaled = horizon * (10. if preconditioned else 1.)
     error, se, own = minibatch_bias.mlp_error(
         factory, target, reference, floor, h, chains, scaled, (11, k),
         draws=kept)

@@ -48,8 +48,9 @@ are kept, evenly spaced.
 Reported: the **miss rate**, among the runs off by more than 10% (beyond
 two standard errors, or by more than 100% whatever the error), the share
 that said nothing, and the **false-alarm rate**, among the runs within 5%
-(by two standard errors), the share that warned, each with its 95% Wilson interval (`scipy.stats.binomtest`), over
-all runs, the kernels' runs, and per family. Writes ``panel_generated.md``.
+(by two standard errors), the share that warned, each with its 95%
+Wilson interval (`scipy.stats.binomtest`), over all runs, the kernels'
+runs, and per family. Writes ``panel_generated.md``.
 
     python -m benchmarks.panel --generated [--runs 200] [--seed S] [--quick]
     python -m benchmarks.panel_generated [...]       # the same
@@ -238,6 +239,26 @@ def draw_settings(rng, quick):
   return label, factory, steps, burn
 
 
+def judged(family, target, label, err, se, what, said, seconds):
+  """A run's row: its error against the truth, what it said, and whether it is off or within.
+
+  Off by more than 100% is off whatever its error (a chain that blew up
+  has a huge one), as in `panel.classify`.
+  """
+  return dict(family=family, target=target, sampler=label, err=err, se=se,
+              what=what, said=said, seconds=seconds,
+              off=abs(err) - 2. * se > OFF or abs(err) > 1.,
+              within=abs(err) + 2. * se <= WITHIN)
+
+
+def raised(family, target, label, error):
+  """The row of a run that raised: loud, not silent, and with no error to judge, counted in neither rate."""
+  return dict(family=family, target=target, sampler=label, err=np.nan,
+              se=np.nan, what='raised',
+              said=['raised %s' % type(error).__name__], seconds=0.,
+              off=False, within=False)
+
+
 def one_run(rng, quick):
   """One drawn target and sampler, run and judged: a row (dict)."""
   family = FAMILIES[int(rng.integers(len(FAMILIES)))]
@@ -256,17 +277,10 @@ def one_run(rng, quick):
         fn, init, None, factory, 1e-4, steps, max(4, steps // 2000), False,
         predictions, burnin=burn)
   except Exception as e:  # pylint: disable=broad-except
-    # Loud, not silent; no error to judge: counted in neither rate.
-    return dict(family=family, target=target, sampler=label, err=np.nan,
-                se=np.nan, what='raised', said=['raised %s' % type(e).__name__],
-                seconds=0., off=False, within=False)
-  err, se, what = panel.run_error(samples, reference, project=project)
-  return dict(family=family, target=target, sampler=label, err=err, se=se,
-              what=what, said=said, seconds=seconds,
-              # Off by more than 100% is off whatever its error (a chain
-              # that blew up has a huge one), as in `panel.classify`.
-              off=abs(err) - 2. * se > OFF or abs(err) > 1.,
-              within=abs(err) + 2. * se <= WITHIN)
+    return raised(family, target, label, e)
+  return judged(family, target, label,
+                *panel.run_error(samples, reference, project=project), said,
+                seconds)
 
 
 def one_fit_run(rng, quick):
@@ -331,17 +345,13 @@ def one_fit_run(rng, quick):
         optimizer, batch, seed=seed, epochs=epochs, data=(x, y),
         callbacks=[rule])
   except Exception as e:  # pylint: disable=broad-except
-    return dict(family='fit', target=target, sampler=label, err=np.nan,
-                se=np.nan, what='raised', said=['raised %s' % type(e).__name__],
-                seconds=0., off=False, within=False)
+    return raised('fit', target, label, e)
   blocks = len(members) // 8
   samples = members[:8 * blocks].reshape(8, blocks, -1).transpose(1, 0, 2)
-  err, se, what = panel.run_error(samples, reference, project=project)
   said = sorted({panel.kind(m) for m in said_by['live'] + said_by['members']})
-  return dict(family='fit', target=target, sampler=label, err=err, se=se,
-              what=what, said=said, seconds=seconds,
-              off=abs(err) - 2. * se > OFF or abs(err) > 1.,
-              within=abs(err) + 2. * se <= WITHIN)
+  return judged('fit', target, label,
+                *panel.run_error(samples, reference, project=project), said,
+                seconds)
 
 
 def rate(rows, among, counted):
@@ -439,7 +449,8 @@ def main(args=None):
       ['target', 'sampler', 'error', 'truth', 'said', 'seconds'], table,
       note=('Command: `python -m benchmarks.panel --generated%s --runs %d '
             '--seed %d`. %d chains a run. "off": the deciding error beyond '
-            '10%% by two standard errors, or beyond 100%%; "within": within 5%% by as much. '
+            '10%% by two standard errors, or beyond 100%%; "within": within '
+            '5%% by as much. '
             'Rates with 95%% Wilson intervals:\n\n%s'
             % (' --quick' if args.quick else '', runs, seed, panel.CHAINS,
                text)))

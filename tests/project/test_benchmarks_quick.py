@@ -36,7 +36,7 @@ from tests.conftest import ROOT
      ['--tune', 'corrected', '--metrics', 'RMSprop']),
     ('benchmarks.regimes', ['regimes.md', 'regimes.png'], []),
     ('benchmarks.panel', ['panel.md'], []),
-    # Two drawn runs, a hierarchical model and a Gaussian (seed 5).
+    # Two drawn runs, a logistic regression and a Gaussian (seed 5).
     ('benchmarks.panel', ['panel_generated.md'],
      ['--generated', '--runs', '2', '--seed', '5']),
     ('benchmarks.cyclical', ['cyclical.md'], []),
