@@ -298,10 +298,11 @@ def test_outputs_of_a_model_with_batch_norm_and_dropout_are_read_in_inference():
       x, y, warn=False, prediction_inputs=x[:16])['predictions']
               for _ in range(2)]
   assert readings[0].size == 32 and np.isfinite(readings[0].shift)
-  # The same up to the order of floating-point sums across threads, on
+  # The same up to the order of float32 sums across threads (a few ulps of
+  # the terms summed: relative 1e-6 was exceeded on a field of 188), on
   # fields of order 1 and on a shift near 0 alike (dropout or an update of
   # the moving statistics would move them by tenths).
-  np.testing.assert_allclose(readings[1], readings[0], rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(readings[1], readings[0], rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.filterwarnings('ignore:.*default prior')
