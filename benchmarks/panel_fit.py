@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 import tfp_adaptive as tfa
+from benchmarks import common
 
 N = 1000
 EPOCHS = 300
@@ -58,14 +59,6 @@ def regression():
   return x, y, precision, mean
 
 
-def adam_to_a_mode(model, x, y, batch_size):
-  """The README's warm start: Adam until the validation loss stops improving (the best weights kept)."""
-  model.compile(keras.optimizers.Adam(3e-3), 'mse')
-  model.fit(x, y, batch_size=batch_size, epochs=48, verbose=0,
-            validation_split=0.2, callbacks=[keras.callbacks.EarlyStopping(
-                patience=5, restore_best_weights=True)])
-
-
 def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS, data=None,
             steps=STEPS_PER_EPOCH, callbacks=(), warm_start=False):
   """``(members [n, D], said {'live': [...], 'members': [...]}, readings, seconds)`` of one chain.
@@ -80,7 +73,8 @@ def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS, data=None,
   An epoch is `steps` steps: for `regression`, 5 reshuffled passes in
   batches of 50, or the full batch 100 times. `callbacks` run before the
   collector (a step-size rule, for instance). `warm_start`: first train
-  with Adam to a mode, as the README's recipe does (`adam_to_a_mode`).
+  with Adam to a mode, as the README's recipe does
+  (`common.adam_to_a_mode`, at most 48 epochs); `seconds` counts it.
   """
   x, y = regression()[:2] if data is None else data
   n = len(x)
@@ -90,7 +84,7 @@ def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS, data=None,
   tfa.keras.priors.add_gaussian_prior(model, data_size=n, scale=1.)
   t0 = time.time()
   if warm_start:
-    adam_to_a_mode(model, x, y, batch_size)
+    common.adam_to_a_mode(model, x, y, 'mse', 48, batch_size)
   model.compile(optimizer, 'mse', steps_per_execution=THINNING)
   data = tf.data.Dataset.from_tensor_slices((x, y))
   if batch_size < n:

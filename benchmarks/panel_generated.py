@@ -28,9 +28,9 @@ printed:
   0.95 (the default) and 0.99 and a `diagonal_bias` from 1e-3 to 1; the
   step set by TFP's `SimpleStepSizeAdaptation` (the documented rule) at a
   target acceptance drawn from 0.7 to 0.95 around the documented 0.75
-  (drift ratios of about 0.027 to 0.004); a run of 2,000 to 64,000 steps (log-uniform: short runs that
-  have not relaxed and long ones that have), a burn-in of a fifth to a
-  half of it.
+  (drift ratios of about 0.025 to 0.004); a run of 2,000 to 64,000 steps
+  (log-uniform: short runs that have not relaxed and long ones that
+  have), a burn-in of a fifth to a half of it.
 
 Run ``i`` draws from its own generator, seeded by ``(seed, i)``, so that
 one run is reproduced alone. The runs go in batches (``--batch``, 10 by

@@ -162,12 +162,9 @@ def _fit_warm(data, model_fn, loss_fn, epochs, seed):
   x, y, _, _ = data
   keras.utils.set_random_seed(seed)
   model = model_fn(len(x), y)
-  model.compile(keras.optimizers.Adam(3e-3), loss=loss_fn())
-  stop = keras.callbacks.EarlyStopping(patience=5, restore_best_weights=True)
-  held_out = 0.2
-  warm = model.fit(x, y, epochs=max(4 * epochs // 5, 1), verbose=0,
-                   validation_split=held_out, callbacks=[stop])
-  trained = int((1. - held_out) * len(warm.history['loss']))
+  warm = common.adam_to_a_mode(model, x, y, loss_fn(),
+                               max(4 * epochs // 5, 1))
+  trained = int((1. - common.WARM_START_HELD_OUT) * len(warm.history['loss']))
   sampled = max(epochs - trained, 4)
   model.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=len(x)),
                 loss=loss_fn())
