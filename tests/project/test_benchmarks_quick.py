@@ -43,6 +43,7 @@ from tests.conftest import ROOT
     ('benchmarks.frozen_base', ['frozen_base.md'], []),
     ('benchmarks.quality', ['quality.md', 'quality_band.png'], []),
     ('benchmarks.quality_ood', ['quality_ood.md'], []),
+    ('benchmarks.quality_uci', ['quality_uci.md'], []),
     ('benchmarks.lecture_regression', ['lecture_regression.md',
                                        'lecture_batch.png', 'lecture_tau.png'],
      []),
