@@ -55,6 +55,8 @@ BENCHMARKS = [
     # 5 of the protocol's 20 splits: 20 take about 4 hours on 2 cores.
     ('quality_uci', ['--splits', '5'], 'Ensemble quality: the UCI '
      'regression protocol'),
+    ('recipe_members', [], 'The README recipe\'s members: temperature '
+     'against length and step'),
     ('ensemble_memory', [], 'Memory of an ensemble on disk'),
     ('frozen_base', [], 'Sampling part of a model: a frozen base'),
     ('chains', [], 'Chain parallelism: K processes'),

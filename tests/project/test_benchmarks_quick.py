@@ -44,6 +44,7 @@ from tests.conftest import ROOT
     ('benchmarks.quality', ['quality.md', 'quality_band.png'], []),
     ('benchmarks.quality_ood', ['quality_ood.md'], []),
     ('benchmarks.quality_uci', ['quality_uci.md'], []),
+    ('benchmarks.recipe_members', ['recipe_members.md'], []),
     ('benchmarks.lecture_regression', ['lecture_regression.md',
                                        'lecture_batch.png', 'lecture_tau.png'],
      []),
