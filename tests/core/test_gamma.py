@@ -157,6 +157,7 @@ def test_subsampled_gamma_is_unbiased(name):
 
 @pytest.mark.parametrize('estimator,subsample', [
     ('hutchinson', False), ('hutchinson', True), ('exact', False)])
+@pytest.mark.slow
 def test_coin_adds_gamma_over_p_or_nothing_to_the_same_step(estimator,
                                                             subsample):
   """``probability=p``: value, gradient and metric as without the coin; Γ is

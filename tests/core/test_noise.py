@@ -48,6 +48,7 @@ def test_log_float32_matches_numpy_on_the_unit_interval():
                              atol=1e-7)
 
 
+@pytest.mark.slow
 def test_xla_normal_is_standard_normal():
   n = 10**6
   draw = tf.function(lambda s: noise.normal([tf.zeros([n]), tf.zeros([n])], s),

@@ -84,6 +84,7 @@ def test_keras_fit_with_newton_roots_under_xla():
   assert opt.get_config()['roots'] == 'newton'
 
 
+@pytest.mark.slow
 def test_keras_roots_change_on_refresh_steps_only_and_not_on_a_rejected_one():
   """In `fit`, the roots are written back only on the steps that refresh
   them; there they are the roots of the factors, and a rejected

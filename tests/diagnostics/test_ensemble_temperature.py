@@ -306,6 +306,7 @@ def test_outputs_of_a_model_with_batch_norm_and_dropout_are_read_in_inference():
 
 
 @pytest.mark.filterwarnings('ignore:.*default prior')
+@pytest.mark.slow
 def test_few_effective_members_of_a_large_model_are_not_read_cold():
   """64 members of one chain, exact posterior draws of a 400-weight linear
   regression but autocorrelated (AR(1), ρ = 0.8: about 7 effective

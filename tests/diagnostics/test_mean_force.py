@@ -162,6 +162,7 @@ def test_a_short_slow_chain_of_a_large_block_is_not_called_off():
   assert off <= 1, off
 
 
+@pytest.mark.slow
 def test_the_pooled_effective_size_of_a_block():
   """Summed over coordinates, the autocovariances give one effective size:
   a coordinate repeated is read as that coordinate alone, a coordinate

@@ -96,6 +96,7 @@ def test_draws_moved_along_a_coordinate_are_told_with_their_side():
   assert '`step_size`' in told[0], told
 
 
+@pytest.mark.slow
 def test_the_laplacian_is_the_analytic_one_and_is_needed():
   """The terms in the sampled space: the Hutchinson ``Δf`` averages to
   ``(|w|²/16 + c²)·tanh''(u)`` over the draws (within four standard errors),

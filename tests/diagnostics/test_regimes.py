@@ -250,6 +250,7 @@ def test_a_second_monitor_in_a_fit_is_an_error_that_names_the_fix(
     model.fit(x, y, batch_size=20, epochs=3, verbose=0, callbacks=callbacks)
 
 
+@pytest.mark.slow
 def test_the_collector_runs_the_monitor_it_is_given():
   """`SampleCollector(monitor=SamplerMonitor(...))`: the monitor reads (per layer too) and is released at the end; the next fit's own monitor reads the whole model only."""
   model, x, y = _linear_model()

@@ -67,6 +67,7 @@ class _TryTheChainDirectory(keras.callbacks.Callback):
       store.release()
 
 
+@pytest.mark.slow
 def test_a_second_writer_of_a_chain_directory_is_refused_while_the_run_writes(
     tmp_path):
   d = str(tmp_path / 'run')
@@ -78,6 +79,7 @@ def test_a_second_writer_of_a_chain_directory_is_refused_while_the_run_writes(
   assert alone.chains == [0] and len(alone) == 3
 
 
+@pytest.mark.slow
 def test_a_damaged_chain_manifest_is_named_and_the_resumed_run_rewrites_it(
     tmp_path):
   d = str(tmp_path / 'run')
@@ -96,6 +98,7 @@ def test_a_damaged_chain_manifest_is_named_and_the_resumed_run_rewrites_it(
       n for n in members if n.endswith('_chain001.npz'))
 
 
+@pytest.mark.slow
 def test_overwrite_empties_the_chain_directories_of_the_old_run(tmp_path):
   d = str(tmp_path / 'run')
   _run(d, k=3)
@@ -109,6 +112,7 @@ def test_overwrite_empties_the_chain_directories_of_the_old_run(tmp_path):
   assert len(tfa.keras.BayesianEnsemble.load(os.path.join(d, 'chain_1'))) == 1
 
 
+@pytest.mark.slow
 def test_without_hard_links_a_chain_directory_holds_whole_copies(
     tmp_path, monkeypatch):
   def no_links(source, target):

@@ -130,6 +130,7 @@ def test_prior_and_regularizers_apply_per_chain():
     np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
 
 
+@pytest.mark.slow
 def test_members_per_chain_on_disk(tmp_path):
   """The collector keeps one member per chain and sample, tagged with its chain; load, save and `to_arviz` see the chains."""
   x, y = _digits()
@@ -238,6 +239,7 @@ def test_resume_continues_every_chain(tmp_path):
       np.testing.assert_array_equal(u, v)
 
 
+@pytest.mark.slow
 def test_batch_norm_and_dropout_vary_per_chain():
   """Per-chain state: batch-norm statistics and dropout masks are each chain's own."""
   keras.utils.set_random_seed(0)
@@ -283,6 +285,7 @@ def test_curvature_calibration_takes_the_stiffest_chain():
   assert abs(together / min(alone) - 1.) < 0.1, (together, alone)
 
 
+@pytest.mark.slow
 def test_frozen_base_is_shared(tmp_path):
   """Frozen layers are one copy for all chains; members share one frozen part."""
   keras.utils.set_random_seed(0)

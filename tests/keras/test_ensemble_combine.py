@@ -75,6 +75,7 @@ def test_combined_chains_predict_the_mean_over_all_members(chains, tmp_path):
     combined.save(str(tmp_path / 'samples' / 'chain_0'))
 
 
+@pytest.mark.slow
 def test_combine_refuses_what_does_not_belong_together(chains):
   x, y, ensembles = chains
   with pytest.raises(ValueError, match='at least one'):

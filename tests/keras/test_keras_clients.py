@@ -309,6 +309,7 @@ def test_unreadable_loss_asks_for_the_likelihood(digits):
               callbacks=[tfa.keras.SampleCollector()])
 
 
+@pytest.mark.slow
 def test_logits_claimed_as_probabilities_raise(digits):
   (x, y), (xt, yt) = digits
   model = _functional(bn=False)

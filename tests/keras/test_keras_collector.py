@@ -39,6 +39,7 @@ def _fit(collector, epochs=3, lr=1e-4, **fit_kwargs):
   return model
 
 
+@pytest.mark.slow
 def test_step_schedule():
   x, y = _problem(seed=3)
   col = tfa.keras.SampleCollector(burnin=5, thinning=3,
@@ -56,6 +57,7 @@ def test_step_schedule():
 @pytest.mark.parametrize('burnin, unit, warns', [
     (17, 'step', False), (18, 'step', True),   # 3 epochs of 6 steps.
     (2, 'epoch', False), (3, 'epoch', True)])
+@pytest.mark.slow
 def test_a_burnin_longer_than_the_run_is_told_before_training(burnin, unit,
                                                                warns):
   col = tfa.keras.SampleCollector(burnin=burnin, unit=unit)
@@ -75,12 +77,14 @@ def test_schedule_with_steps_per_execution():
   assert [m.step for m in col.members] == [8, 12, 14, 18]
 
 
+@pytest.mark.slow
 def test_epoch_schedule():
   col = tfa.keras.SampleCollector(burnin=1, thinning=1, unit='epoch')
   _fit(col)
   assert [m.step for m in col.members] == [12, 18]
 
 
+@pytest.mark.slow
 def test_last_window_keeps_most_recent():
   col = tfa.keras.SampleCollector(thinning=2, max_samples=3, window='last')
   _fit(col)
@@ -108,6 +112,7 @@ def test_reservoir_is_uniform_over_seen_samples():
   assert np.all(np.abs(counts[1:] - trials * p) < 4 * se), counts
 
 
+@pytest.mark.slow
 def test_directory_samples_and_ensemble_files(tmp_path):
   d = str(tmp_path / 'run')
   col = tfa.keras.SampleCollector(burnin=5, thinning=3, max_samples=2,
@@ -170,6 +175,7 @@ def test_step_size_weighting():
   np.testing.assert_allclose(ens.member_weights(), lrs / lrs.sum())
 
 
+@pytest.mark.slow
 def test_nonfinite_weights_never_enter_the_ensemble():
   col = tfa.keras.SampleCollector()
   model = _fit(tfa.keras.SampleCollector(), epochs=1)

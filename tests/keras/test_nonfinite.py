@@ -62,6 +62,7 @@ def test_a_chain_that_cannot_move_is_reported():
   assert results.num_unmoved.numpy()[1] < 100
 
 
+@pytest.mark.slow
 def test_raise_raises_under_xla():
   kernel = tfa.mcmc.SGLD(_half_normal, step_size=0.05, nonfinite='raise')
   with pytest.raises(FloatingPointError, match='non-finite'):
@@ -144,6 +145,7 @@ def test_an_epoch_collector_counts_per_epoch_and_does_nothing_per_batch(
              for w in m.weights)
 
 
+@pytest.mark.slow
 def test_all_batches_poisoned_is_reported_as_a_stuck_chain():
   x, y = _poisoned(every=1)
   x[:] = np.nan

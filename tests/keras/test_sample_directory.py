@@ -77,6 +77,7 @@ def test_a_second_writer_is_refused_naming_the_owner(tmp_path):
   _fit(d, resume=True, epochs=3)  # The OS released the dead owner's lock.
 
 
+@pytest.mark.slow
 def test_a_fresh_run_over_a_used_directory_refuses(tmp_path):
   d = str(tmp_path)
   _fit(d)
@@ -254,6 +255,7 @@ def test_restore_keeps_a_sample_another_run_wrote(tmp_path):
     assert len(tfa.keras.BayesianEnsemble.load(d)) == 2
 
 
+@pytest.mark.slow
 def test_our_own_leftover_is_still_deleted(tmp_path):
   d = str(tmp_path)
   _fit(d)

@@ -305,6 +305,7 @@ def test_sample_driver_chunks_equal_one_chain_length():
   assert out.shape == (30, 3, 2) and trace.shape == (30, 3)
 
 
+@pytest.mark.slow
 def test_sample_reuses_its_compiled_chunks_across_calls():
   from tfp_adaptive.mcmc import driver  # pylint: disable=g-import-not-at-top
   kernel = tfa.mcmc.SGLD(_lp, 0.01)

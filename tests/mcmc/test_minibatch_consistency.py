@@ -125,6 +125,7 @@ def test_no_chain_is_kicked_out_from_the_mode():
       beyond.argmax(), beyond.shape))
 
 
+@pytest.mark.slow
 def test_with_exact_gradients_the_default_is_the_published_sampler():
   """``gamma='corrected'`` draws the metric's own minibatch only when there is one.
 

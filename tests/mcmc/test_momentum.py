@@ -40,6 +40,7 @@ def test_friction_one_is_sgld():
   np.testing.assert_allclose(hmc, sgld, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_friction_one_is_sgld_in_keras():
   x = np.random.default_rng(0).normal(size=(8, 3)).astype('float32')
   y = x.sum(1, keepdims=True)
@@ -65,6 +66,7 @@ METRICS = {
 
 
 @pytest.mark.parametrize('name', sorted(METRICS))
+@pytest.mark.slow
 def test_friction_one_without_gamma_is_the_langevin_sampler(name):
   """``v' = (h/2) S ∇û + sqrt(h τ) ξ``, ``θ' = θ + S v'``: the Langevin step, for every metric."""
   target = lambda x, y: -0.5 * tf.reduce_sum(x**2, -1) - 0.3 * y**2
@@ -80,6 +82,7 @@ def test_friction_one_without_gamma_is_the_langevin_sampler(name):
 
 
 @pytest.mark.parametrize('name', sorted(METRICS))
+@pytest.mark.slow
 def test_friction_one_without_gamma_is_the_langevin_optimizer(name):
   x = np.random.default_rng(0).normal(size=(8, 3)).astype('float32')
   y = x.sum(1, keepdims=True)

@@ -48,6 +48,7 @@ def test_a_hot_run_is_told_as_sample_tells_it():
                     2000, seed=(1, 2), progress=False)
 
 
+@pytest.mark.slow
 def test_an_accurate_run_is_silent_and_any_trace_nest_is_found():
   kernel = tfa.mcmc.SGLD(_normal, 0.02)
   samples, trace = _run(kernel, trace_fn=lambda s, r: (
@@ -60,6 +61,7 @@ def test_an_accurate_run_is_silent_and_any_trace_nest_is_found():
   assert report.regime.drift_ratio == pytest.approx(0.02 / 4, rel=0.1)
 
 
+@pytest.mark.slow
 def test_whole_results_through_a_wrapper_are_read():
   kernel = tfp.mcmc.TransformedTransitionKernel(
       tfa.mcmc.SGLD(_normal, 0.02), tfp.bijectors.Identity())
@@ -69,6 +71,7 @@ def test_whole_results_through_a_wrapper_are_read():
   assert report.num_nonfinite.shape == (32,)
 
 
+@pytest.mark.slow
 def test_non_finite_steps_are_counted_and_told():
   def wall(x):  # NaN beyond x_0 > 1.5: some steps land there.
     return tf.where(x[..., 0] > 1.5, np.nan, _normal(x))
@@ -80,6 +83,7 @@ def test_non_finite_steps_are_counted_and_told():
   assert report.num_nonfinite.sum() > 0
 
 
+@pytest.mark.slow
 def test_a_trace_without_the_checks_is_refused_naming_trace_checks():
   kernel = tfa.mcmc.SGLD(_normal, 0.02)
   samples, trace = _run(kernel, steps=10,

@@ -79,6 +79,7 @@ def _minibatch_target():
       log_prior_fn=lambda parts: -0.5 * tf.reduce_sum(parts[0] ** 2, -1))
 
 
+@pytest.mark.slow
 def test_minibatches_reach_the_target_through_transformed_transition_kernel():
   """`tfa.minibatch_log_prob` inside `TransformedTransitionKernel` (identity bijector) draws each step's minibatch: its chain is the bare kernel's, draw for draw, not a full-data chain."""
   target = _minibatch_target()

@@ -61,6 +61,7 @@ def test_a_higher_target_acceptance_aims_at_a_smaller_drift_ratio():
   assert final == pytest.approx(0.08 * np.log(0.9) / np.log(0.75), rel=0.15)
 
 
+@pytest.mark.slow
 def test_dual_averaging_adapts_psgld_and_the_run_reads_its_regime():
   """`DualAveragingStepSizeAdaptation` around the corrected PSGLD, through `tfa.mcmc.sample`: the kernel takes the averaged step after adaptation, and the run's `drift_ratio` is near 0.02.
 
@@ -86,6 +87,7 @@ def test_dual_averaging_adapts_psgld_and_the_run_reads_its_regime():
   assert 0.02 / 2.5 < ratio < 0.02 * 2.5
 
 
+@pytest.mark.slow
 def test_a_schedule_keeps_its_shape_under_a_wrapper():
   """Alone, the kernel takes ``s(t)``; under a wrapper that set the first step to ``c·s(0)``, it takes ``c·s(t)``."""
   schedule = lambda t: 0.05 / (1. + tf.cast(t, tf.float32) / 10.)
@@ -133,6 +135,7 @@ def test_the_step_is_a_sample_statistic_of_every_chain():
   np.testing.assert_allclose(data.sample_stats['step_size'].values, 0.05)
 
 
+@pytest.mark.slow
 def test_a_reducer_reads_the_chain_as_it_runs():
   """`tfp.experimental.mcmc.sample_fold` with a `CovarianceReducer`: each chain's covariance, without a trace.
 
