@@ -33,9 +33,11 @@ regression recipe); the deep ensemble's members are trained with the same
 prior term, which acts as a weight decay. Minibatches of 32.
 
 The published rows are Table 1 of Lakshminarayanan et al. (2017):
-probabilistic backpropagation (PBP), MC dropout and deep ensembles, mean
-± standard error over 20 splits; their log-likelihood is the table's
-negative log-likelihood with its sign changed. Our rows: mean ± standard
+probabilistic backpropagation (PBP), MC dropout and deep ensembles, over
+20 splits, each mean with the ± the table prints (the table gathers
+figures of several papers, and its ± is not the same spread on every
+row); their log-likelihood is the table's negative log-likelihood with
+its sign changed. Our rows: mean ± standard
 error over ``--splits`` splits (the same splits for every row), the
 90% interval coverage, the members' configurational temperature (virial
 form, on the training data, 1 for posterior draws) and the seconds per
