@@ -37,11 +37,10 @@ probabilistic backpropagation (PBP), MC dropout and deep ensembles, over
 20 splits, each mean with the ± the table prints (the table gathers
 figures of several papers, and its ± is not the same spread on every
 row); their log-likelihood is the table's negative log-likelihood with
-its sign changed. Our rows: mean ± standard
-error over ``--splits`` splits (the same splits for every row), the
-90% interval coverage, the members' configurational temperature (virial
-form, on the training data, 1 for posterior draws) and the seconds per
-split. The verdict compares each row with the deep ensemble run here,
+its sign changed. Our rows: mean ± standard error over ``--splits``
+splits (the same splits for every row), the 90% interval coverage, the
+members' configurational temperature (virial form, on the training data,
+1 for posterior draws) and the seconds per split. The verdict compares each row with the deep ensemble run here,
 split by split (the mean paired difference and its standard error).
 
     python -m benchmarks.quality_uci [--quick] [--splits 20] [--epochs 40]
@@ -66,8 +65,8 @@ DATASETS = {'Boston housing': ('MASS', 'Boston', 'medv'),
             'concrete': ('modeldata', 'concrete', 'compressive_strength')}
 
 #: Lakshminarayanan et al. (2017), Table 1: ``{data set: {method:
-#: (log-likelihood, se, RMSE, se)}}``; the log-likelihood is minus the
-#: table's NLL.
+#: (log-likelihood, ±, RMSE, ±)}}``, each ± as the table prints it; the
+#: log-likelihood is minus the table's NLL.
 PUBLISHED = {
     'Boston housing': {'PBP': (-2.57, 0.09, 3.01, 0.18),
                        'MC dropout': (-2.46, 0.25, 2.97, 0.85),

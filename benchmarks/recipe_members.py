@@ -38,6 +38,7 @@ import keras
 
 import tfp_adaptive as tfa
 from benchmarks import common
+from benchmarks import quality
 from benchmarks import quality_uci
 
 LENGTHS = (20, 80, 320)
@@ -53,13 +54,8 @@ def _boston():
 
 
 def _digits():
-  x, y, xt, yt = common.load_dataset('digits')
-  model_fn = lambda n, y: keras.Sequential([
-      keras.Input((64,)), keras.layers.Dense(100, activation='relu'),
-      keras.layers.Dense(10)])
-  loss = lambda: keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-  return ((x.astype('float32'), y, xt.astype('float32'), yt), model_fn,
-          loss, 0.)
+  data, model_fn, loss_fn, _ = quality.datasets()['digits MLP']
+  return data, model_fn, loss_fn, 0.
 
 
 def run_one(data, model_fn, loss_fn, epochs, factor=None, step=None):
