@@ -19,6 +19,28 @@ def test_noise_algorithm_follows_xla_compilation():
   assert bool(tf.function(is_threefry, jit_compile=True)())
 
 
+@pytest.mark.parametrize('graph', [False, True])
+@pytest.mark.parametrize('seed_dtype', [tf.int32, tf.int64])
+def test_philox_draws_are_tfs_own(graph, seed_dtype):
+  """The one-op Philox key gives TF's `alg='philox'` draws, bit for bit."""
+  def both(seed):
+    return [(noise.philox_normal([3, 5], seed, dtype),
+             tf.random.stateless_normal([3, 5], seed, dtype=dtype,
+                                        alg='philox'))
+            for dtype in (tf.float16, tf.float32, tf.float64)] + [
+                (noise.philox_uniform_int([9], seed, None, None),
+                 tf.random.stateless_uniform([9], seed, minval=None,
+                                             maxval=None, dtype=tf.int32,
+                                             alg='philox')),
+                (noise.philox_uniform_int([9], seed, 0, 100),
+                 tf.random.stateless_uniform([9], seed, minval=0, maxval=100,
+                                             dtype=tf.int32, alg='philox'))]
+  fn = tf.function(both) if graph else both
+  for seed in [(0, 1), (123, -5), (2**30, 7)]:
+    for ours, tfs in fn(tf.constant(seed, seed_dtype)):
+      np.testing.assert_array_equal(ours.numpy(), tfs.numpy())
+
+
 @pytest.mark.parametrize('jit', [False, True])
 def test_erfinv_float32_matches_scipy(jit):
   # Giles' single-precision bound is a few float32 ulps; both branches, the

@@ -63,6 +63,44 @@ def algorithm():
   return 'threefry' if _compat.in_xla_context() else 'philox'
 
 
+_PHILOX = 1  # `tf.random.Algorithm.PHILOX`, as the raw ops take it.
+
+
+def _philox_key_counter(seed):
+  """Philox's key and counter for a ``[2]`` seed, as TF's stateless ops make them.
+
+  TF's Python wrappers build the seed's scrambling out of about fifty graph
+  ops per draw; the `StatelessRandomGetKeyCounter` op does the same
+  scrambling in one on CPU and GPU (whose default algorithm is Philox), so
+  the draws are the same and a step's graph is smaller and faster to trace.
+  """
+  return tf.raw_ops.StatelessRandomGetKeyCounter(seed=seed)
+
+
+def _shape(p):
+  return p.shape if p.shape.is_fully_defined() else tf.shape(p)
+
+
+def philox_normal(shape, seed, dtype):
+  """``tf.random.stateless_normal(shape, seed, dtype=dtype, alg='philox')``, same draws."""
+  key, counter = _philox_key_counter(seed)
+  return tf.raw_ops.StatelessRandomNormalV2(shape=shape, key=key,
+                                            counter=counter, alg=_PHILOX,
+                                            dtype=dtype)
+
+
+def philox_uniform_int(shape, seed, minval, maxval, dtype=tf.int32):
+  """``tf.random.stateless_uniform(shape, seed, minval, maxval, dtype, alg='philox')``
+  for integer `dtype`, same draws; ``minval = maxval = None``: all of `dtype`'s values."""
+  key, counter = _philox_key_counter(seed)
+  if minval is None:
+    return tf.raw_ops.StatelessRandomUniformFullIntV2(
+        shape=shape, key=key, counter=counter, alg=_PHILOX, dtype=dtype)
+  return tf.raw_ops.StatelessRandomUniformIntV2(
+      shape=shape, key=key, counter=counter, alg=_PHILOX,
+      minval=tf.constant(minval, dtype), maxval=tf.constant(maxval, dtype))
+
+
 def _horner(coefficients, x):
   out = coefficients[0]
   for c in coefficients[1:]:
@@ -120,8 +158,10 @@ def _sources(parts, seed):
     if alg == 'threefry' and p.dtype == tf.float32:
       out.append((_symmetric_uniform(tf.shape(p), s), True))
     else:
-      out.append((tf.random.stateless_normal(tf.shape(p), seed=s,
-                                             dtype=p.dtype, alg=alg), False))
+      out.append((philox_normal(_shape(p), s, p.dtype) if alg == 'philox'
+                  else tf.random.stateless_normal(tf.shape(p), seed=s,
+                                                  dtype=p.dtype, alg=alg),
+                  False))
   return out
 
 
@@ -156,9 +196,11 @@ def rademacher(parts, seed):
   out, alg = [], algorithm()
   for p, s in zip(parts, seeds):
     n = tf.size(p)
-    words = tf.random.stateless_uniform(
-        [(n + 3) // 4], seed=s, minval=None, maxval=None, dtype=tf.int32,
-        alg=alg)
+    count = [(n + 3) // 4]
+    words = (philox_uniform_int(count, s, None, None) if alg == 'philox'
+             else tf.random.stateless_uniform(count, seed=s, minval=None,
+                                              maxval=None, dtype=tf.int32,
+                                              alg=alg))
     signed_bytes = tf.reshape(tf.bitcast(words, tf.int8), [-1])[:n]
     ones = tf.ones([], p.dtype)
     out.append(tf.reshape(tf.where(signed_bytes < 0, -ones, ones),

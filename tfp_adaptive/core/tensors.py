@@ -107,8 +107,9 @@ def part_event_sum(x, batch_ndims):
   if columns:
     rows = reshape_event(_matvec_row_sums(x, columns), batch_ndims, [1, -1],
                          like=x)
-    return tf.reduce_sum(rows, axis=-1)[..., 0]
-  return tf.reduce_sum(reshape_event(x, batch_ndims, [1, -1]), axis=-1)[..., 0]
+    return tf.squeeze(tf.reduce_sum(rows, axis=-1), axis=-1)
+  return tf.squeeze(tf.reduce_sum(reshape_event(x, batch_ndims, [1, -1]),
+                                  axis=-1), axis=-1)
 
 
 _MATVEC_MIN_SIZE = 4096
