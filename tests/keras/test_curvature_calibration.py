@@ -122,6 +122,43 @@ def test_the_recipe_from_a_warm_start_in_the_style_of_keras_io():
   assert metrics['log_likelihood'] > -adam - 0.05, (metrics, adam)
 
 
+def test_the_metric_fills_at_the_mode_before_the_first_reading():
+  """PSGLD's noise-free burn-in only fills the metric: the weights stay where `fit` began until the rule is read, and a `fit` that ends first gets its rate back."""
+  x, y = _data()
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+  model.compile(tfa.keras.optimizers.PSGLD(1e-2, data_size=N, burnin=10,
+                                           gamma='none'),
+                loss='mse')
+  start = [np.array(w) for w in model.get_weights()]
+  seen = []
+
+  class Watch(keras.callbacks.Callback):
+
+    def on_train_batch_end(self, batch, logs=None):
+      seen.append((int(self.model.optimizer.iterations),
+                   [np.array(w) for w in self.model.get_weights()]))
+  cal = tfa.keras.CurvatureCalibration((x, y), epochs=0)
+  # 20 batches of 10: the first reading after step 10.
+  model.fit(x, y, batch_size=10, epochs=1, verbose=0, shuffle=False,
+            callbacks=[Watch(), cal])
+  for step, weights in seen:
+    held = all(np.array_equal(a, b) for a, b in zip(weights, start))
+    assert held == (step <= 10), step
+  assert len(cal.history) == 1
+  assert float(model.optimizer.learning_rate) == pytest.approx(
+      cal.history[0][0])
+  # A `fit` of 5 steps ends before its reading: the compiled rate again.
+  model.compile(tfa.keras.optimizers.PSGLD(1e-2, data_size=N, burnin=10,
+                                           gamma='none'),
+                loss='mse')
+  cal = tfa.keras.CurvatureCalibration((x, y), epochs=0)
+  model.fit(x[:50], y[:50], batch_size=10, epochs=1, verbose=0,
+            callbacks=[cal])
+  assert not cal.history
+  assert float(model.optimizer.learning_rate) == pytest.approx(1e-2)
+
+
 @pytest.mark.parametrize('make, error, text', [
     (lambda: tfa.keras.optimizers.SGHMC(1e-4, data_size=10), ValueError,
      'momentum'),

@@ -33,7 +33,10 @@ class CurvatureCalibration(keras.callbacks.Callback):
   such as PSGLD's, once the metric has seen the gradients: at the end of
   the optimizer's noise-free `burnin`, or of the first step) and at the end
   of each of the first `epochs` epochs that end after that, after which
-  the learning rate stays fixed. A reading never raises the rate that an
+  the learning rate stays fixed. Until the first reading the learning rate
+  is 0: those steps only fill the metric, and at the rate given to
+  `compile` (a placeholder) they would move the weights away from the mode
+  the rule is read at (a `fit` that ends before it gets that rate back). A reading never raises the rate that an
   earlier one set: the chain visits the places read, and the stiffest of
   them bounds the step. Start it at a mode, for instance
   after training the same model briefly with Adam (the Keras guide's
@@ -114,16 +117,27 @@ class CurvatureCalibration(keras.callbacks.Callback):
     # An adaptive metric is read once it has seen the gradients: after the
     # optimizer's noise-free burn-in (or its first step).
     self._pending_after, self._epoch_reads = None, 0
+    self._held_rate = None
     if opt.algorithm.preconditioner.is_adaptive:
       self._pending_after = max(opt.burnin, int(opt.iterations) + 1)
+      # Until then the steps only fill the metric: at the rate `compile`
+      # gave, which is a placeholder, they would move the weights away from
+      # the mode where the rule is read (and a warm start's fit with them).
+      self._held_rate = float(opt.learning_rate)
+      opt.learning_rate = 0.
     else:
       self._read(opt, len(self.history))
 
   def on_train_batch_end(self, batch, logs=None):
     if (self._pending_after is not None and
         int(self.model.optimizer.iterations) >= self._pending_after):
-      self._pending_after = None
+      self._pending_after, self._held_rate = None, None
       self._read(self.model.optimizer, len(self.history))
+
+  def on_train_end(self, logs=None):
+    if self._held_rate is not None:  # `fit` ended before the first reading.
+      self.model.optimizer.learning_rate = self._held_rate
+      self._held_rate = None
 
   def on_epoch_end(self, epoch, logs=None):
     if self._pending_after is None and self._epoch_reads < self.epochs:
