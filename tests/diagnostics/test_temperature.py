@@ -330,3 +330,17 @@ def test_a_precise_reading_stands_unless_the_unbiased_one_refutes_it():
   assert temperature_lib.unless_refuted(precise, far) is far
   assert temperature_lib.unless_refuted(precise, cold) is precise
   assert temperature_lib.unless_refuted(precise, unknown) is precise
+
+
+def test_halves_without_noise_read_without_a_division_warning():
+  """A series constant within each half has no spread: its halves' drift
+  reads 0 when they agree and an infinite z when they differ (a drift no
+  noise explains), without NumPy's division warning."""
+  with warnings.catch_warnings():
+    warnings.simplefilter('error')
+    flat = temperature_lib.read(np.ones([100, 4]), 1)
+    step = temperature_lib.read(np.r_[np.ones([50, 4]), 2. * np.ones([50, 4])],
+                                1)
+  assert flat.drift_z == 0. and flat.temperature == 1.
+  assert step.drift_z == np.inf and (step.first_half, step.second_half) == (
+      1., 2.)

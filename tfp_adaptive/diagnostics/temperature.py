@@ -140,7 +140,13 @@ def _with_halves(estimate, series, size):
   half = series[0].shape[0] // 2
   (m1, s1, _), (m2, s2, _) = (estimate(*[x[:half] for x in series]),
                               estimate(*[x[half:] for x in series]))
-  z = (m2 - m1) / np.hypot(s1, s2) if np.isfinite(np.hypot(s1, s2)) else 0.
+  spread = np.hypot(s1, s2)
+  if not np.isfinite(spread) or m2 == m1:
+    z = 0.
+  elif spread == 0.:  # Halves without noise that differ: a drift.
+    z = np.copysign(np.inf, m2 - m1)
+  else:
+    z = (m2 - m1) / spread
   return Reading(mean, se, ess, m1, m2, float(z), int(size))
 
 
