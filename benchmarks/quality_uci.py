@@ -18,17 +18,17 @@ ensemble member, five members; every other row gets five times
   Adam (1e-3) on the Gaussian negative log-likelihood, combined as a
   mixture (Lakshminarayanan et al. 2017's recipe without adversarial
   training);
-- **README recipe (5 chains)**: each chain Adam to a mode with early
-  stopping, then corrected `PSGLD` at `CurvatureCalibration`'s step,
-  one noise scale for all examples (`NoiseScale`), combined by
-  `BayesianEnsemble.combine`;
-- **README recipe, heteroscedastic head**: the same with the deep
-  ensemble's two-output head;
-- **single chain (guide)**: corrected `PSGLD` from fresh weights at
-  `StepSizeCalibration`'s step, `NoiseScale`, the collector keeping
-  every epoch's weights after a third of the run.
+- **README chain, one noise scale (5 chains)**: each chain Adam to a
+  mode with early stopping, then corrected `PSGLD` at
+  `CurvatureCalibration`'s step, one noise scale for all examples
+  (`NoiseScale`), combined by `BayesianEnsemble.combine`;
+- **README regression recipe (5 chains)**: the same with the deep
+  ensemble's two-output head (a mean and a log-scale per example);
+- **single chain (StepSizeCalibration)**: corrected `PSGLD` from fresh
+  weights at `StepSizeCalibration`'s step, `NoiseScale`, the collector
+  keeping every epoch's weights after a third of the run.
 
-All sampler rows use the ReLU prior ``N(0, 2/fan_in)`` (the Keras guide's
+All sampler rows use the ReLU prior ``N(0, 2/fan_in)`` (the README's
 regression recipe); the deep ensemble's members are trained with the same
 prior term, which acts as a weight decay. Minibatches of 32.
 
@@ -77,7 +77,7 @@ PUBLISHED = {
 }
 
 ADAM = 'Adam deep ensemble (5, heteroscedastic)'
-HETERO = 'README recipe, heteroscedastic head (5 chains)'
+HETERO = 'README regression recipe (5 chains)'
 MEMBERS = 5
 
 
@@ -136,9 +136,10 @@ def model_fn(inputs, heteroscedastic):
 #: loss_fn, epochs, seed, size)`` of `benchmarks.quality`.
 METHODS = {
     ADAM: (quality._fit_adam, True),  # pylint: disable=protected-access
-    'README recipe (5 chains)': (quality._chains(quality._fit_warm), False),  # pylint: disable=protected-access
+    'README chain, one noise scale (5 chains)': (
+        quality._chains(quality._fit_warm), False),  # pylint: disable=protected-access
     HETERO: (quality._chains(quality._fit_warm), True),  # pylint: disable=protected-access
-    'single chain (guide)': (quality._fit_recipe, False),  # pylint: disable=protected-access
+    'single chain (StepSizeCalibration)': (quality._fit_recipe, False),  # pylint: disable=protected-access
 }
 
 
