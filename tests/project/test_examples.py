@@ -94,6 +94,17 @@ def _readme_block(heading):
   return text[start:text.index('```', start)]
 
 
+def _run_one_chain(code, data):
+  """Runs README `code` with its 5 chains cut to 1 on ``(x, y, x_test, y_test)``; its namespace and the warnings it gave."""
+  assert 'for s in range(5)' in code
+  code = code.replace('for s in range(5)', 'for s in range(1)')
+  namespace = dict(zip(('x', 'y', 'x_test', 'y_test'), data))
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    exec(compile(code, 'README.md', 'exec'), namespace)  # pylint: disable=exec-used
+  return namespace, caught
+
+
 @pytest.mark.slow
 def test_readme_kernel_quick_start_prints_the_right_answer(capsys):
   """The README's kernel snippet, run as printed: corrected pSGLD's sample
@@ -153,13 +164,9 @@ def test_readme_keras_quick_start_runs_on_digits(monkeypatch):
   monkeypatch.syspath_prepend(ROOT)
   from examples import keras_digits  # pylint: disable=g-import-not-at-top
   x, y, x_test, y_test = keras_digits.load('digits')
-  code = _readme_block('## Quick start: a Bayesian neural network')
-  assert 'for s in range(5)' in code
-  code = code.replace('for s in range(5)', 'for s in range(1)')
-  namespace = dict(x=x, y=y, x_test=x_test, y_test=y_test)
-  with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter('always')
-    exec(compile(code, 'README.md', 'exec'), namespace)  # pylint: disable=exec-used
+  namespace, caught = _run_one_chain(
+      _readme_block('## Quick start: a Bayesian neural network'),
+      (x, y, x_test, y_test))
   only_unsettled(caught)
   ensemble = namespace['ensemble']
   result = ensemble.evaluate(x_test, y_test)
@@ -219,13 +226,9 @@ def test_readme_regression_recipe_matches_a_deep_ensemble(monkeypatch):
   x, y, x_test, y_test = _diabetes()
   quick_start = _readme_block('## Quick start: a Bayesian neural network')
   definition = quick_start[:quick_start.index('network = lambda')]
-  code = _readme_block('For regression, standardise the targets')
-  assert 'for s in range(5)' in code
-  code = code.replace('for s in range(5)', 'for s in range(1)')
-  namespace = dict(x=x, y=y, x_test=x_test, y_test=y_test)
-  with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter('always')
-    exec(compile(definition + code, 'README.md', 'exec'), namespace)  # pylint: disable=exec-used
+  namespace, caught = _run_one_chain(
+      definition + _readme_block('For regression, standardise the targets'),
+      (x, y, x_test, y_test))
   only_unsettled(caught, too_short=True)
   ensemble = namespace['ensemble']
   result = ensemble.evaluate(x_test, y_test)
