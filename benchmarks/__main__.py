@@ -26,6 +26,7 @@ BENCHMARKS = [
     ('speed', [], 'Speed'),
     ('noise_draw', [], 'The Gaussian noise draw'),
     ('gamma_cost', [], 'Cost of Γ against model size'),
+    ('compile_cost', [], 'What XLA costs and saves a Keras fit with Γ'),
     ('shampoo_cost', [], 'Cost of the Shampoo metric'),
     ('monitor', [], 'SamplerMonitor: the configurational temperature'),
     ('rensmeyer_figures', [], 'Stationary densities (Rensmeyer & Niggemann, '

@@ -26,6 +26,7 @@ from tests.conftest import ROOT
                                      'tfp_side_by_side.png'], []),
     ('benchmarks.speed', ['speed.md', 'speed.png'], []),
     ('benchmarks.noise_draw', ['noise_draw.md'], []),
+    ('benchmarks.compile_cost', ['compile_cost.md'], []),
     ('benchmarks.gamma_cost', ['gamma_cost.md', 'gamma_cost.png',
                                'gamma_cost_tfp.md', 'gamma_cost_tfp.png'], []),
     ('benchmarks.yu_funnel', ['funnel.md', 'funnel.png'], []),
