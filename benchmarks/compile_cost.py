@@ -2,11 +2,10 @@
 
 Each row compiles a fresh model with a sampler (with Γ where it has one,
 switched on as `SampleCollector` does) and ``jit_compile`` off or on,
-then runs two `fit` calls of one epoch each on random data. The first
-includes tracing the step (and, with XLA, compiling it); after it, a
-`fit` of three epochs less one of one epoch gives two epochs' steps
-without the call's own overhead (the best of three such pairs). The
-columns:
+then fits it on random data. The first `fit`, of one epoch, includes
+tracing the step (and, with XLA, compiling it); after it, a `fit` of
+three epochs less one of one epoch gives two epochs' steps without the
+call's own overhead (the best of three such pairs). The columns:
 
 - **first epoch**: the first `fit`'s seconds, tracing and compiling
   included;

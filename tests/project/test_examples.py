@@ -198,17 +198,6 @@ def _diabetes():
   return f32(x[train]), f32(y[train]), f32(x[test]), f32(y[test])
 
 
-def _adam_heteroscedastic(network, x, y, seed):
-  """One member of a heteroscedastic Adam deep ensemble: Adam (1e-3) on the Gaussian NLL, 40 epochs of batches of 32."""
-  import keras  # pylint: disable=g-import-not-at-top
-  import tfp_adaptive as tfa  # pylint: disable=g-import-not-at-top
-  keras.utils.set_random_seed(seed)
-  model = network()
-  model.compile(keras.optimizers.Adam(1e-3), loss=tfa.keras.GaussianNLL())
-  model.fit(x, y, epochs=40, verbose=0)
-  return model
-
-
 @pytest.mark.slow
 def test_readme_regression_recipe_matches_a_deep_ensemble(monkeypatch):
   """The README's regression snippet, run as printed after its Keras quick
@@ -221,8 +210,9 @@ def test_readme_regression_recipe_matches_a_deep_ensemble(monkeypatch):
   are the collector's thermometer saying that the chain has not settled
   or that 330 examples in batches of 32 make too few steps to read it, as
   the README says."""
-  from tfp_adaptive.keras import ensemble as ensemble_lib  # pylint: disable=g-import-not-at-top
-  from tfp_adaptive.keras import members as members_lib  # pylint: disable=g-import-not-at-top
+  import tfp_adaptive as tfa  # pylint: disable=g-import-not-at-top
+  monkeypatch.syspath_prepend(ROOT)
+  from benchmarks import quality  # pylint: disable=g-import-not-at-top
   x, y, x_test, y_test = _diabetes()
   quick_start = _readme_block('## Quick start: a Bayesian neural network')
   definition = quick_start[:quick_start.index('network = lambda')]
@@ -236,11 +226,11 @@ def test_readme_regression_recipe_matches_a_deep_ensemble(monkeypatch):
   assert abs(result['coverage_90'] - 0.9) < 3 * np.sqrt(0.09 / n), result
   lower, upper = namespace['lower'], namespace['upper']
   assert np.all(lower < upper) and lower.shape == y_test.shape
-  adam = [_adam_heteroscedastic(namespace['network'], x, y, seed)
-          for seed in range(2)]
-  reference = ensemble_lib.BayesianEnsemble(adam[0], [
-      members_lib.Member(k, 1e-3, [np.array(v.numpy()) for v in m.weights],
-                         None) for k, m in enumerate(adam)])
+  # The quality benchmark's deep ensemble: Adam (1e-3) on the Gaussian
+  # NLL, 40 epochs of batches of 32 a member, seeds 0 and 1.
+  reference, _ = quality._fit_adam(  # pylint: disable=protected-access
+      (x, y, x_test, y_test), lambda n, y: namespace['network'](),
+      tfa.keras.GaussianNLL, epochs=80, seed=0, size=2)
   diff = (np.ravel(ensemble.log_likelihood_points(x_test, y_test)) -
           np.ravel(reference.log_likelihood_points(x_test, y_test)))
   rng = np.random.default_rng(0)

@@ -38,10 +38,11 @@ class CurvatureCalibration(keras.callbacks.Callback):
   `compile` (a placeholder) they would move the weights away from the mode
   the rule is read at (a `fit` that ends before it gets that rate back).
   A reading never raises the rate that an earlier one set: the chain
-  visits the places read, and the stiffest of them bounds the step. Start it at a mode, for instance
-  after training the same model briefly with Adam (the Keras guide's
-  recipe): far from one, the curvature changes as the chain moves. Keep the
-  calibration epochs inside the collector's burn-in.
+  visits the places read, and the stiffest of them bounds the step. Start
+  it at a mode, for instance after training the same model briefly with
+  Adam (the Keras guide's recipe): far from one, the curvature changes as
+  the chain moves. Keep the calibration epochs inside the collector's
+  burn-in.
 
   Each reading takes ``batches`` gradients of size ``B`` (``B`` from
   `fit`'s steps per epoch; half of it with ``gamma='corrected'``, whose
