@@ -38,6 +38,21 @@ def full_size_only():
                             reason='full size only (TFPA_STAT_SCALE > 1)')
 
 
+def in_ci(cases, chosen):
+  """`cases` (values or tuples of parameters) as test parameters: those in `chosen` run in CI, the others at full size only.
+
+  For products of variants (sampler x execution mode, ...): `chosen` covers
+  every value of every factor in some case, the full-size run the whole
+  product.
+  """
+  import pytest  # pylint: disable=g-import-not-at-top
+  unknown = [c for c in chosen if c not in cases]
+  assert not unknown, unknown
+  return [c if c in chosen else pytest.param(
+      *(c if isinstance(c, tuple) else (c,)), marks=full_size_only())
+          for c in cases]
+
+
 def pytest_configure(config):
   config.addinivalue_line('markers', 'statistical: seeded Monte Carlo tests '
                           '(size set by TFPA_STAT_SCALE)')

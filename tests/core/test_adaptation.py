@@ -13,6 +13,7 @@ import tensorflow as tf
 import keras
 
 import tfp_adaptive as tfa
+from tests.conftest import in_ci
 
 FREEZE = 50
 
@@ -44,9 +45,13 @@ def test_kernel_metric_adapts_then_is_constant_and_gamma_is_zero(make):
   assert np.all(gamma_norm.numpy()[FREEZE:] == 0)
 
 
+# CI: Γ's train step in a graph, the Γ-free one under XLA (Γ's train step
+# under XLA: `test_keras_optimizers.py`); the full-size run: all four.
 @pytest.mark.slow
-@pytest.mark.parametrize('jit', [False, True], ids=['graph', 'xla'])
-@pytest.mark.parametrize('gamma', ['corrected', 'none'])
+@pytest.mark.parametrize('gamma,jit', in_ci(
+    [(g, j) for g in ('corrected', 'none') for j in (False, True)],
+    [('corrected', False), ('none', True)]),
+                         ids=lambda v: {False: 'graph', True: 'xla'}.get(v, v))
 def test_keras_metric_adapts_then_is_constant(gamma, jit):
   """In `fit` (Γ from the collector's train step, or the Γ-free update) and
   after a save: the optimizer's metric state changes for

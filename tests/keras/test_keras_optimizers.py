@@ -8,6 +8,7 @@ import tensorflow as tf
 import keras
 
 from tests import tfp_reference
+from tests.conftest import in_ci
 import tfp_adaptive as tfa
 
 opt_lib = tfa.keras.optimizers
@@ -89,9 +90,17 @@ _EXTRA = {'ShampooSGRLD': dict(epsilon=1e-2, metric_warmup_steps=2)}
 # The momentum samplers share SGLD's identity metric and its update path;
 # their own state (velocity, thermostat) is covered by the config, saving
 # and posterior tests.
+# CI: every sampler in a graph, three of them eagerly and three under XLA
+# (`benchmarks.compile_cost` runs SGLD's, MongeSGRLD's and ShampooSGRLD's
+# `fit` under XLA too); the full-size run: every pair.
 @pytest.mark.slow
-@pytest.mark.parametrize('mode', ['eager', 'graph', 'xla'])
-@pytest.mark.parametrize('opt_cls', ALL[:-2], ids=lambda c: c.__name__)
+@pytest.mark.parametrize('opt_cls,mode', in_ci(
+    [(c, m) for c in ALL[:-2] for m in ('eager', 'graph', 'xla')],
+    [(c, 'graph') for c in ALL[:-2]] + [
+        (opt_lib.SGLD, 'eager'), (opt_lib.WenzelSGLD, 'eager'),
+        (opt_lib.MongeSGRLD, 'eager'), (opt_lib.PSGLD, 'xla'),
+        (opt_lib.ShampooSGRLD, 'xla'), (opt_lib.AdamSGLD, 'xla')]),
+                         ids=lambda c: getattr(c, '__name__', c))
 def test_runs_and_is_deterministic(opt_cls, mode):
   """Two fits from the same weights and optimizer state give the same chain.
 
