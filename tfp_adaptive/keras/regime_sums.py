@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from tfp_adaptive.diagnostics import regime as regime_lib
 from tfp_adaptive.diagnostics import temperature as temperature_lib
+from tfp_adaptive.keras import epoch_reads
 
 __all__ = ['RegimeState', 'is_stochastic']
 
@@ -32,6 +33,7 @@ class RegimeState(object):
   def __init__(self):
     self.sums = tf.Variable(tf.zeros([4], tf.float64), trainable=False)
     self.count = tf.Variable(tf.constant(0., tf.float64), trainable=False)
+    self._reader = epoch_reads.Reader([self.sums, self.count])
     self.warned = False
     # Whether the numbers were checked after burn-in, and whether a warning
     # that they are outside the regime was given (`FitVerdict`).
@@ -52,9 +54,8 @@ class RegimeState(object):
   def epoch_regime(self, optimizer, epoch):
     """The `Regime` of epoch `epoch` (read once, then cached), or `None`."""
     if self._epoch != epoch:
-      sums, count = self.sums.numpy(), float(self.count.numpy())
-      self.sums.assign(tf.zeros_like(self.sums))
-      self.count.assign(0.)
+      sums, count = self._reader.take()
+      count = float(count)
       self._epoch, self._sums = epoch, (sums, count)
       self._regime = None if count == 0 else self._numbers(optimizer, sums,
                                                            count)

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_adaptive.core import tensors
+from tfp_adaptive.keras import epoch_reads
 from tfp_adaptive.keras import regime_sums
 
 __all__ = ['StepStatistics', 'VirialSums']
@@ -149,15 +150,13 @@ class _Virials(object):
     self.dots.assign_add(tf.stack(dots))
     self.count.assign_add(tf.cast(ok, tf.float64))
 
-  def read_and_reset(self, move_center):
-    """``(Σ dots per variable, steps)`` of the epoch; with `move_center`, the centre becomes the mean so far."""
-    dots, count = self.dots.numpy(), float(self.count.numpy())
+  def moved(self, dots, count, move_center):
+    """``(Σ dots per variable, steps)`` of the epoch, as `VirialSums` read them; with `move_center`, the centre becomes the mean so far."""
+    count = float(count)
     self.total += count
     if move_center and self.total > 0:
       for c, s in zip(self.center, self.theta_sum):
         c.assign(s / self.total)
-    self.dots.assign(tf.zeros_like(self.dots))
-    self.count.assign(0.)
     return dots, count
 
   def restart_mean(self):
@@ -185,6 +184,9 @@ class VirialSums(object):
     self.fresh = tf.Variable(False, trainable=False)
     self.reshuffle = tf.Variable(tf.zeros([len(variables)], tf.float64),
                                  trainable=False)
+    self._reader = epoch_reads.Reader([
+        self.every.dots, self.every.count, self.reshuffle, self.first.dots,
+        self.first.count])
 
   def accumulate(self, parts, target_grads, drift, learning_rate, ok, index):
     """Adds one step; a skipped step (`ok` false) adds nothing.
@@ -222,10 +224,10 @@ class VirialSums(object):
     With `move_center`, each series' centre becomes the mean of its states
     so far.
     """
-    dots, count = self.every.read_and_reset(move_center)
-    reshuffle = self.reshuffle.numpy()
-    self.reshuffle.assign(tf.zeros_like(self.reshuffle))
-    return (dots, reshuffle, count), self.first.read_and_reset(move_center)
+    dots, count, reshuffle, first_dots, first_count = self._reader.take()
+    dots, count = self.every.moved(dots, count, move_center)
+    return (dots, reshuffle, count), self.first.moved(first_dots, first_count,
+                                                      move_center)
 
   def restart_mean(self):
     """Starts the running means afresh (each epoch of the first half of burn-in)."""
