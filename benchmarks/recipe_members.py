@@ -117,7 +117,8 @@ def main():
       runs.append(('calibrated (%.2g)' % lr, epochs, m))
     for factor in factors:
       epochs = lengths[min(1, len(lengths) - 1)]
-      m, lr = run_one(data, model_fn, loss_fn, epochs, factor, step, adam)
+      m, lr = run_one(data, model_fn, loss_fn, epochs, factor, step,
+                      adam_epochs=adam)
       runs.append(('%d × calibrated (%.2g)' % (factor, lr), epochs, m))
     for label, epochs, m in runs:
       rows.append([name, label, epochs, _reading(m['virial']),

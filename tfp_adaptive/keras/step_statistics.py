@@ -150,14 +150,14 @@ class _Virials(object):
     self.dots.assign_add(tf.stack(dots))
     self.count.assign_add(tf.cast(ok, tf.float64))
 
-  def moved(self, dots, count, move_center):
-    """``(Σ dots per variable, steps)`` of the epoch, as `VirialSums` read them; with `move_center`, the centre becomes the mean so far."""
+  def end_epoch(self, count, move_center):
+    """Counts the epoch's `count` steps (as `VirialSums` read them) into the mean; with `move_center`, the centre becomes the mean so far. The count, as a float."""
     count = float(count)
     self.total += count
     if move_center and self.total > 0:
       for c, s in zip(self.center, self.theta_sum):
         c.assign(s / self.total)
-    return dots, count
+    return count
 
   def restart_mean(self):
     for s in self.theta_sum:
@@ -224,10 +224,10 @@ class VirialSums(object):
     With `move_center`, each series' centre becomes the mean of its states
     so far.
     """
-    dots, count, reshuffle, first_dots, first_count = self._reader.take()
-    dots, count = self.every.moved(dots, count, move_center)
-    return (dots, reshuffle, count), self.first.moved(first_dots, first_count,
-                                                      move_center)
+    dots, count, reshuffle, first_dots, first = self._reader.take()
+    count = self.every.end_epoch(count, move_center)
+    first = self.first.end_epoch(first, move_center)
+    return (dots, reshuffle, count), (first_dots, first)
 
   def restart_mean(self):
     """Starts the running means afresh (each epoch of the first half of burn-in)."""
