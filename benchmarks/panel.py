@@ -37,6 +37,7 @@ to tell). The confusion matrix counts them against warned/silent.
 (`benchmarks.panel_generated`).
 """
 
+import collections
 import os
 import time
 import warnings
@@ -334,9 +335,14 @@ def runs(quick):
   return table
 
 
+Run = collections.namedtuple('Run', ['samples', 'readings', 'said',
+                                     'seconds', 'changes', 'step'])
+Run.__doc__ = """A panel run: its samples, `tfa.mcmc.check_temperature`'s readings, the kinds of warning it said (`kind`), its wall time, the `changes` its first warning that names some advises (`tfa.diagnostics.Change` tuples, else empty) and its final step size (after a step-size adaptation; `None` if there is none)."""
+
+
 def run_one(fn, init, bijectors, factory, h, steps, thin, quick,
             predictions=None, burnin=None):
-  """Runs `factory`'s kernel through `tfa.mcmc.sample`: ``(samples, readings, said, seconds)``.
+  """Runs `factory`'s kernel through `tfa.mcmc.sample`: a `Run`.
 
   `steps` steps are kept (every `thin`-th) after a burn-in of `burnin`
   steps, ``steps // 2`` by default.
@@ -351,7 +357,7 @@ def run_one(fn, init, bijectors, factory, h, steps, thin, quick,
   t0 = time.time()
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
-    samples, _, _ = tfa.mcmc.sample(
+    samples, _, results = tfa.mcmc.sample(
         kernel, init, num_results=steps // thin, num_burnin_steps=burnin,
         num_steps_between_results=thin - 1, seed=(3, 4),
         chunk_size=steps // thin, progress=False, predictions=predictions)
@@ -360,7 +366,11 @@ def run_one(fn, init, bijectors, factory, h, steps, thin, quick,
                                         predictions=predictions)
   said = sorted({kind(str(w.message)) for w in caught
                  if issubclass(w.category, UserWarning)})
-  return samples, readings, said, seconds
+  changes = next((w.message.changes for w in caught
+                  if getattr(w.message, 'changes', ())), ())
+  step = tfa.mcmc.driver.find_field(results, 'new_step_size')
+  return Run(samples, readings, said, seconds, changes,
+             None if step is None else float(np.asarray(step)))
 
 
 KINDS = ('configurational temperature', 'mean force of the predictions',
@@ -438,7 +448,8 @@ def sweep(quick):
     predictions = built[6] if len(built) > 6 else None
     for label, factory, h, steps, thin in configs:
       samples, readings, said, seconds = run_one(
-          fn, init, bijectors, factory, h, steps, thin, quick, predictions)
+          fn, init, bijectors, factory, h, steps, thin, quick,
+          predictions)[:4]
       err, se, what = run_error(samples, reference, bijectors, project)
       reading, laplacian = readings['overall'], readings.get('laplacian')
       laplacian_says = (None if laplacian is None else

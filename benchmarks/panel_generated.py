@@ -52,10 +52,17 @@ that said nothing, and the **false-alarm rate**, among the runs within 5%
 Wilson interval (`scipy.stats.binomtest`), over all runs, the kernels'
 runs, and per family. Writes ``panel_generated.md``.
 
+With ``--advice``, each warned kernel run is run again as its first
+warning that names a change advises (`tfa.diagnostics.SamplerWarning`'s
+``changes``, `follow`), and ``panel_advice.md`` reports how often the
+rerun is within 5% or at most half as far off.
+
     python -m benchmarks.panel --generated [--runs 200] [--seed S] [--quick]
+                                           [--advice]
     python -m benchmarks.panel_generated [...]       # the same
 """
 
+import collections
 import multiprocessing
 import os
 import time
@@ -209,35 +216,96 @@ def draw_logistic(rng, nuts_draws):
 
 
 def draw_settings(rng, quick):
-  """``(label, factory(fn, h), steps, burn)``: a sampler around the documented settings, its step by the wrapper.
-
-  `steps` are kept after `burn` steps of burn-in.
-  """
+  """A sampler around the documented settings, its step by the wrapper: a `Settings`."""
   name = SAMPLERS[int(rng.integers(len(SAMPLERS)))]
   total = int(_log_uniform(rng, *STEPS)) // (4 if quick else 1)
   burn = int(rng.uniform(*BURNIN) * total)
-  steps = total - burn  # Kept after the burn-in.
   decay = DECAYS[int(rng.integers(len(DECAYS)))]
   bias = _log_uniform(rng, 1e-3, 1.)
   accept = float(rng.uniform(*ACCEPT))
-  if name == 'SGLD':
-    build, said = (lambda fn, h: tfa.mcmc.SGLD(fn, h)), ''
-  elif name.startswith('Monge'):
-    build = lambda fn, h: tfa.mcmc.MongeSGRLD(fn, h, 1., decay,
-                                              gamma='corrected')
-    said = 'decay %g' % decay
-  else:
-    frozen = name.endswith('frozen')
-    gamma = 'none' if frozen else name.split()[1]
-    build = lambda fn, h: tfa.mcmc.PSGLD(
-        fn, h, decay, bias, gamma=gamma,
-        num_adaptation_steps=burn if frozen else None)
-    said = 'decay %g, bias %.2g' % (decay, bias)
-  factory = lambda fn, h: tfp.mcmc.SimpleStepSizeAdaptation(
-      build(fn, h), int(0.8 * burn), target_accept_prob=accept)
-  label = '%s (%saccept %.2f, %d steps, burn-in %d)' % (
-      name, said + ', ' if said else '', accept, total, burn)
-  return label, factory, steps, burn
+  frozen = name.endswith('frozen')
+  gamma = ('none' if frozen or name == 'SGLD' else 'corrected'
+           if name.startswith('Monge') else name.split()[1])
+  return Settings(name, gamma, decay, bias, accept, total - burn, burn,
+                  burn if frozen else None, None)
+
+
+Settings = collections.namedtuple('Settings', [
+    'name', 'gamma', 'decay', 'bias', 'accept', 'steps', 'burn', 'frozen',
+    'step'])
+Settings.__doc__ = """A drawn sampler: `name` (one of `SAMPLERS`), its Γ mode, moving-average decay and `diagonal_bias`, the wrapper's target acceptance, `steps` kept after `burn` steps of burn-in, `frozen` (`num_adaptation_steps`, or `None`) and `step` (a fixed step size without the wrapper, or `None`: `tfp.mcmc.SimpleStepSizeAdaptation` sets it over the first 80% of the burn-in)."""
+
+
+def factory(settings):
+  """``factory(fn, h)`` of the kernel `settings` describe (`benchmarks.panel.run_one`'s)."""
+  st = settings
+
+  def build(fn, h):
+    h = h if st.step is None else st.step
+    if st.name == 'SGLD':
+      return tfa.mcmc.SGLD(fn, h)
+    if st.name.startswith('Monge'):
+      return tfa.mcmc.MongeSGRLD(fn, h, 1., st.decay, gamma=st.gamma,
+                                 num_adaptation_steps=st.frozen)
+    return tfa.mcmc.PSGLD(fn, h, st.decay, st.bias, gamma=st.gamma,
+                          num_adaptation_steps=st.frozen)
+  if st.step is not None:
+    return build
+  return lambda fn, h: tfp.mcmc.SimpleStepSizeAdaptation(
+      build(fn, h), int(0.8 * st.burn), target_accept_prob=st.accept)
+
+
+def label(settings):
+  st = settings
+  said = ('' if st.name == 'SGLD' else 'decay %g, ' % st.decay if
+          st.name.startswith('Monge') else 'decay %g, bias %.2g, ' % (
+              st.decay, st.bias))
+  if st.gamma != ('none' if st.name in ('SGLD', 'PSGLD frozen') else
+                  'corrected' if st.name.startswith('Monge') else
+                  st.name.split()[1]):
+    said += 'gamma %s, ' % st.gamma
+  if st.frozen is not None and st.name != 'PSGLD frozen':
+    said += 'frozen, '
+  step = ('accept %.2f' % st.accept if st.step is None else
+          'step %.3g' % st.step)
+  return '%s (%s%s, %d steps, burn-in %d)' % (st.name, said, step,
+                                              st.steps + st.burn, st.burn)
+
+
+#: A rerun that follows advice runs at most this many times as many steps.
+LONGEST = 8.
+
+
+def follow(settings, changes, step):
+  """The `Settings` of a rerun that follows `changes` (`tfa.diagnostics.Change`), or `None` where one cannot be followed here.
+
+  `step` is the first run's final step size (the wrapper's). A smaller
+  step fixes it at that step times the factor, without the wrapper;
+  lengths grow by their factor, at most `LONGEST`; the metric frozen
+  "after the burn-in" is frozen at the rerun's burn-in.
+  """
+  st = settings
+  if not changes:
+    return None
+  for c in changes:
+    grow = None if c.factor is None else min(c.factor, LONGEST)
+    if c.parameter == 'step_size' and c.factor is not None:
+      st = st._replace(step=(st.step or step) * c.factor)
+    elif c.parameter == 'num_results' and grow:
+      st = st._replace(steps=int(st.steps * grow))
+    elif c.parameter == 'num_burnin_steps' and grow:
+      st = st._replace(burn=int(st.burn * grow))
+    elif c.parameter == 'gamma' and st.name != 'SGLD':
+      st = st._replace(gamma=c.value)
+    elif c.parameter == 'preconditioner_decay_rate' and c.value is not None:
+      st = st._replace(decay=float(c.value))
+    elif c.parameter == 'num_adaptation_steps' and st.name != 'SGLD':
+      st = st._replace(frozen='burn')
+    else:
+      return None
+  if st.frozen is not None:  # Frozen when the (rerun's) burn-in ends.
+    st = st._replace(frozen=st.burn)
+  return st
 
 
 def judged(family, target, label, err, se, what, said, seconds):
@@ -260,8 +328,13 @@ def raised(family, target, label, error):
               off=False, within=False)
 
 
-def one_run(rng, quick):
-  """One drawn target and sampler, run and judged: a row (dict)."""
+def one_run(rng, quick, advice=False):
+  """One drawn target and sampler, run and judged: a row (dict).
+
+  With `advice`, a warned kernel run is run again following its advice
+  (`follow`): the row's ``'rerun'`` (`None` where the advice names no
+  change that can be followed).
+  """
   family = FAMILIES[int(rng.integers(len(FAMILIES)))]
   if family == 'fit':
     return one_fit_run(rng, quick)
@@ -271,17 +344,32 @@ def one_run(rng, quick):
       'funnel': draw_funnel,
       'hierarchical': lambda r: draw_hierarchical(r, nuts_draws),
       'logistic': lambda r: draw_logistic(r, nuts_draws)}[family](rng)
-  label, factory, steps, burn = draw_settings(rng, quick)
+  settings = draw_settings(rng, quick)
+  row = _kernel_run(family, target, fn, reference, init, project,
+                    predictions, settings)
+  if advice and row['said'] and row['what'] != 'raised':
+    rerun = follow(settings, row.pop('changes'), row.pop('step'))
+    row['rerun'] = None if rerun is None else _kernel_run(
+        family, target, fn, reference, init, project, predictions, rerun)
+  return row
+
+
+def _kernel_run(family, target, fn, reference, init, project, predictions,
+                settings):
+  """Runs `settings` through `tfa.mcmc.sample` as a user would: its row, with the advice's ``changes`` and the final ``step``."""
   try:
     # About 2,000 draws a chain kept, whatever the run's length.
-    samples, _, said, seconds = panel.run_one(
-        fn, init, None, factory, 1e-4, steps, max(4, steps // 2000), False,
-        predictions, burnin=burn)
+    run = panel.run_one(
+        fn, init, None, factory(settings), 1e-4, settings.steps,
+        max(4, settings.steps // 2000), False, predictions,
+        burnin=settings.burn)
   except Exception as e:  # pylint: disable=broad-except
-    return raised(family, target, label, e)
-  return judged(family, target, label,
-                *panel.run_error(samples, reference, project=project), said,
-                seconds)
+    return raised(family, target, label(settings), e)
+  row = judged(family, target, label(settings),
+               *panel.run_error(run.samples, reference, project=project),
+               run.said, run.seconds)
+  row.update(changes=run.changes, step=run.step)
+  return row
 
 
 def one_fit_run(rng, quick):
@@ -400,12 +488,35 @@ def add_arguments(parser):
                       'and printed)')
   parser.add_argument('--batch', type=int, default=10,
                       help='runs per child process (default 10)')
+  parser.add_argument('--advice', action='store_true',
+                      help='rerun each warned kernel run following its '
+                      'advice, and report how often that fixed it')
 
 
-def run_batch(seed, indices, quick, device):
+def run_batch(seed, indices, quick, device, advice=False):
   """Runs ``indices`` of the panel drawn from `seed` (in a child process): their rows."""
   common.select_device(device)
-  return [one_run(np.random.default_rng([seed, i]), quick) for i in indices]
+  return [one_run(np.random.default_rng([seed, i]), quick, advice)
+          for i in indices]
+
+
+def fixed(row):
+  """Whether a warned run's rerun, following its advice, is within 5% or at most half as far off."""
+  rerun = row.get('rerun')
+  if rerun is None or rerun['what'] == 'raised':
+    return False
+  return bool(rerun['within'] or abs(rerun['err']) <= abs(row['err']) / 2.)
+
+
+def advice_summary(rows):
+  """The advice's rows (one per warned kernel run) and its rate: ``(table, (k, n, low, high))``."""
+  warned = [r for r in rows if 'rerun' in r]
+  table = [[r['target'], r['sampler'], '%+.3g ± %.2g' % (r['err'], r['se']),
+            '—' if r['rerun'] is None else r['rerun']['sampler'],
+            '—' if r['rerun'] is None else '%+.3g ± %.2g' % (
+                r['rerun']['err'], r['rerun']['se']),
+            'yes' if fixed(r) else 'no'] for r in warned]
+  return table, rate(warned, lambda r: True, fixed)
 
 
 def _run_batch(job):
@@ -424,8 +535,9 @@ def main(args=None):
   print('seed', seed, flush=True)
   runs = args.runs or (8 if args.quick else 200)
   batch = max(1, getattr(args, 'batch', 10) or 10)
+  advice = bool(getattr(args, 'advice', False))
   jobs = [(seed, list(range(k, min(k + batch, runs))), args.quick,
-           args.device) for k in range(0, runs, batch)]
+           args.device, advice) for k in range(0, runs, batch)]
   rows = []
   # One fresh process per batch (spawned: no TensorFlow state inherited).
   with multiprocessing.get_context('spawn').Pool(
@@ -458,6 +570,26 @@ def main(args=None):
             % (' --quick' if args.quick else '', runs, seed, panel.CHAINS,
                text)))
   print(text)
+  if advice:
+    table, (k, n, low, high) = advice_summary(rows)
+    common.write_table(
+        os.path.join(out, 'panel_advice.md'),
+        'The generated panel: warned runs rerun as their advice says',
+        ['target', 'sampler', 'error', 'rerun', 'its error', 'fixed'],
+        table, note=(
+            'Command: `python -m benchmarks.panel --generated --advice%s '
+            '--runs %d --seed %d`. Each warned kernel run is run again with '
+            'the `changes` of its first warning that names some '
+            '(`tfa.diagnostics.SamplerWarning`): a smaller step fixed at '
+            'the first run\'s adapted step times the factor (no wrapper), '
+            'lengths times their factor (at most %gx), a metric frozen when '
+            'the rerun\'s burn-in ends, Γ or the decay as named. "fixed": '
+            'the rerun within 5%% (by two standard errors) or at most half '
+            'as far off; a run whose advice names no change counts as not '
+            'fixed. Fixed: %s (95%% Wilson interval).'
+            % (' --quick' if args.quick else '', runs, seed, LONGEST,
+               _rate_cell(k, n, low, high))))
+    print('advice fixed', _rate_cell(k, n, low, high))
 
 
 if __name__ == '__main__':

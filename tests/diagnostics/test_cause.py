@@ -9,8 +9,10 @@ average (``α = 0.5``) samples a Gaussian about 24% too wide at any step
 a smaller step will not help and name what does: a longer average and
 ``gamma='corrected_lagged'``, whose chain at ``α = 0.9`` is within 1% of
 the target (the lagged form keeps a second-order error of order
-``1 − α``, about +15% at ``α = 0.5``). SGLD at a step too large for an
-exact Gaussian is told to lower the step.
+``1 − α``, about +15% at ``α = 0.5``). The warning's `changes` (what it
+advises first, as data) freeze the metric after the burn-in, and the
+chain so run is within 5%. SGLD at a step too large for an exact
+Gaussian is told to lower the step.
 """
 
 import warnings
@@ -30,23 +32,31 @@ def _told(kernel, steps=8000):
     samples, _, _ = tfa.mcmc.sample(kernel, start, steps // 2,
                                     num_burnin_steps=steps // 2,
                                     seed=(3, 4), progress=False)
-  return samples.numpy(), [str(w.message) for w in caught
+  return samples.numpy(), [w.message for w in caught
                            if 'configurational temperature' in
                            str(w.message)]
 
 
 @pytest.mark.slow
 def test_a_metric_bias_is_not_blamed_on_the_step():
-  kernel = lambda gamma, decay: tfa.mcmc.PSGLD(
+  kernel = lambda gamma, decay, **kw: tfa.mcmc.PSGLD(
       NoisyGaussian(), 1e-2, preconditioner_decay_rate=decay,
-      diagonal_bias=1e-3, gamma=gamma)
+      diagonal_bias=1e-3, gamma=gamma, **kw)
   samples, told = _told(kernel('corrected_published', 0.5))
   assert samples.std() > 1.15, samples.std()  # The bias is there...
   assert len(told) == 1, told                 # ...and it is told,
-  assert 'will not remove it' in told[0], told
-  assert "gamma='corrected'" in told[0], told
-  assert '`preconditioner_decay_rate`' in told[0], told
-  samples, told = _told(kernel('corrected', 0.5))  # The fix works.
+  assert 'will not remove it' in str(told[0]), told
+  assert "gamma='corrected'" in str(told[0]), told
+  assert '`preconditioner_decay_rate`' in str(told[0]), told
+  # Its changes, followed (the metric frozen after the burn-in, 4000 steps
+  # in `_told`), remove it.
+  assert told[0].changes == (tfa.diagnostics.Change(
+      'num_adaptation_steps', value=tfa.diagnostics.advice.THE_BURNIN),)
+  samples, told = _told(kernel('corrected_published', 0.5,
+                               num_adaptation_steps=4000))
+  assert abs(samples.std() - 1.) < 0.05, samples.std()
+  assert not told, [str(m) for m in told]
+  samples, told = _told(kernel('corrected', 0.5))  # So does the default.
   assert abs(samples.std() - 1.) < 0.05, samples.std()
   assert not told, told
 
@@ -55,5 +65,5 @@ def test_a_metric_bias_is_not_blamed_on_the_step():
 def test_a_step_too_large_is_blamed_on_the_step():
   samples, told = _told(tfa.mcmc.SGLD(lambda x: -0.5 * x ** 2, 1.), 2000)
   assert samples.std() > 1.1
-  assert len(told) == 1 and 'Lower `step_size`' in told[0], told
-  assert 'will not remove' not in told[0], told
+  assert len(told) == 1 and 'Lower `step_size`' in str(told[0]), told
+  assert 'will not remove' not in str(told[0]), told

@@ -37,9 +37,10 @@ from tests.conftest import ROOT
      ['--tune', 'corrected', '--metrics', 'RMSprop']),
     ('benchmarks.regimes', ['regimes.md', 'regimes.png'], []),
     ('benchmarks.panel', ['panel.md'], []),
-    # Two drawn runs, a logistic regression and a Gaussian (seed 5).
-    ('benchmarks.panel', ['panel_generated.md'],
-     ['--generated', '--runs', '2', '--seed', '5']),
+    # Two drawn runs, a logistic regression and a Gaussian (seed 5); the
+    # first warns, and is run again following its advice.
+    ('benchmarks.panel', ['panel_generated.md', 'panel_advice.md'],
+     ['--generated', '--runs', '2', '--seed', '5', '--advice']),
     ('benchmarks.cyclical', ['cyclical.md'], []),
     ('benchmarks.frozen_base', ['frozen_base.md'], []),
     ('benchmarks.quality', ['quality.md', 'quality_band.png'], []),

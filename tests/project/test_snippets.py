@@ -48,7 +48,7 @@ _TOO_SHORT = 'SampleCollector: this run was too short to tell'
 # Warnings a snippet exists to show: PSIS-LOO's Pareto-k diagnostic reports
 # on the user's model and data (the guide says how to read it), and so does
 # the members' temperature (here of a 10-epoch run, which has not settled).
-EXPECTED = {'docs/guides/diagnostics.md#5': ('Pareto distribution',),
+EXPECTED = {'docs/guides/diagnostics.md#6': ('Pareto distribution',),
             'docs/guides/diagnostics.md#3': (
                 'BayesianEnsemble.check_temperature',),
             'docs/guides/keras.md#3': ('BayesianEnsemble.check_temperature',),

@@ -1,6 +1,8 @@
 """Diagnostics: is a chain sampling its target? One home for every reading and verdict.
 
 - `effective_size`: effective sample sizes and the error of a mean.
+- `advice`: the change a warning advises, as data (`SamplerWarning`'s
+  ``changes``).
 - `temperature`: the configurational temperature (virial and Laplacian
   forms), its verdict and advice.
 - `mean_force` and `prediction_force`: the force per coordinate and along
@@ -19,6 +21,7 @@ only evaluate gradients at their draws. Nothing here imports the sampler
 maths (`tfp_adaptive.core`) or a front end.
 """
 
+from tfp_adaptive.diagnostics import advice
 from tfp_adaptive.diagnostics import curvature
 from tfp_adaptive.diagnostics import effective_size
 from tfp_adaptive.diagnostics import mean_force
@@ -27,6 +30,8 @@ from tfp_adaptive.diagnostics import probes
 from tfp_adaptive.diagnostics import regime
 from tfp_adaptive.diagnostics import stationary
 from tfp_adaptive.diagnostics import temperature
+from tfp_adaptive.diagnostics.advice import Change
+from tfp_adaptive.diagnostics.advice import SamplerWarning
 from tfp_adaptive.diagnostics.stationary import GRID
 from tfp_adaptive.diagnostics.stationary import adam_sgld_density
 from tfp_adaptive.diagnostics.stationary import bin_probabilities
@@ -37,8 +42,8 @@ from tfp_adaptive.diagnostics.stationary import rmsprop_metric
 from tfp_adaptive.diagnostics.stationary import standard_normal
 from tfp_adaptive.diagnostics.stationary import total_variation
 
-__all__ = ['GRID', 'adam_sgld_density', 'bin_probabilities', 'curvature',
-           'density_cdf', 'effective_size', 'mean_force', 'monge_metric',
-           'predicted_density', 'prediction_force', 'probes', 'regime',
-           'rmsprop_metric', 'standard_normal', 'stationary', 'temperature',
-           'total_variation']
+__all__ = ['Change', 'GRID', 'SamplerWarning', 'adam_sgld_density', 'advice',
+           'bin_probabilities', 'curvature', 'density_cdf', 'effective_size',
+           'mean_force', 'monge_metric', 'predicted_density',
+           'prediction_force', 'probes', 'regime', 'rmsprop_metric',
+           'standard_normal', 'stationary', 'temperature', 'total_variation']

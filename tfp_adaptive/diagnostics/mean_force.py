@@ -37,6 +37,7 @@ import numpy as np
 import scipy.special
 
 from tfp_adaptive import vocabulary
+from tfp_adaptive.diagnostics import advice as advice_lib
 from tfp_adaptive.diagnostics import effective_size as ess_lib
 from tfp_adaptive.diagnostics import temperature
 
@@ -226,10 +227,12 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
           % (where, formula, item, shift.coordinate, shift.shift,
              shift.standard_error, shift.effective_size))
   if judged == 'unsettled':
-    return ('%s and has not settled: the first half of the run reads %.2g, '
-            'the second %.2g (%.1f standard errors apart). The chains are '
-            'still moving: run longer, with a longer burn-in.'
-            % (said, shift.first_half, shift.second_half, shift.drift_z))
+    return advice_lib.Advice(
+        '%s and has not settled: the first half of the run reads %.2g, the '
+        'second %.2g (%.1f standard errors apart). The chains are still '
+        'moving: run longer (about %gx), with a burn-in as much longer.'
+        % (said, shift.first_half, shift.second_half, shift.drift_z,
+           advice_lib.LONGER), advice_lib.longer_run(step_name))
   if item == 'coordinate':
     exact_where, besides = 'the curvature is diagonal', ''
   else:  # A curved prediction also reads a spread that is off.
@@ -241,12 +244,14 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
           'Lower `%s` about %.2gx (and run about as many times more steps).'
           % (said, abs(shift.shift), 'above' if shift.shift > 0 else 'below',
              exact_where, besides, step_name, abs(shift.shift) / tolerance))
+  changes = advice_lib.smaller_step(step_name, abs(shift.shift) / tolerance)
   if adaptive and not vocabulary.is_corrected(gamma):
     text += (" A metric that adapts without its Γ term shifts the mean by "
              "an amount that a smaller step does not remove: use "
              "gamma='corrected', or freeze the metric after burn-in "
              "(`num_adaptation_steps`).")
-  return text
+    changes = advice_lib.corrected_gamma()
+  return advice_lib.Advice(text, changes)
 
 
 def advice_per_part(shifts, whole, where, step_name, adaptive=False,

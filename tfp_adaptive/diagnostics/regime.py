@@ -47,6 +47,8 @@ import collections
 
 import numpy as np
 
+from tfp_adaptive.diagnostics import advice as advice_lib
+
 __all__ = ['Regime', 'SD_ERROR', 'TOLERANCES', 'advice', 'numbers']
 
 TOLERANCES = {'drift_ratio': 0.02, 'lag': 0.1, 'peak_factor': 100.}
@@ -126,7 +128,7 @@ def advice(regime, hyperparameters, step_name, preconditioner=None,
     step_estimate = estimates
   if step_estimate and worst['drift_ratio'] > TOLERANCES['drift_ratio']:
     factor = worst['drift_ratio'] / TOLERANCES['drift_ratio']
-    out.append(
+    text = (
         'drift_ratio = %.3g > %g: the step is large against the target\'s '
         'curvature or the gradient noise, where the sampled spread can be '
         'off by more than %d%%. Lower `%s` about %.2gx (both biases shrink '
@@ -134,7 +136,7 @@ def advice(regime, hyperparameters, step_name, preconditioner=None,
         % (worst['drift_ratio'], TOLERANCES['drift_ratio'], SD_ERROR * 100,
            step_name, factor))
     if without_replacement:
-      out[-1] += (
+      text += (
           ' With minibatches dealt without replacement (reshuffled epochs), '
           'the minibatch part of drift_ratio is that of independent '
           'minibatches, which heat the chain more, and the factor can be '
@@ -142,16 +144,19 @@ def advice(regime, hyperparameters, step_name, preconditioner=None,
           'training data with exact gradients '
           '(`SampleCollector(training_data=(x, y))`), whose warning gives '
           'the factor from the heat itself.')
+    out.append(advice_lib.Advice(
+        text, advice_lib.smaller_step(step_name, factor)))
   decay = getattr(preconditioner, 'decay', 0.)
   least = getattr(preconditioner, 'min_decay_stochastic', 0.)
   if (stochastic and 0 < decay < least and
       'preconditioner_decay_rate' in hyperparameters):
-    out.append(
+    out.append(advice_lib.Advice(
         'preconditioner_decay_rate = %g < %g with minibatch gradients: the '
         'metric is built with weight %g from the very gradient it '
         'preconditions, which biases the drift whatever the step size. '
         'Raise `preconditioner_decay_rate` to at least %g.'
-        % (decay, least, 1. - decay, least))
+        % (decay, least, 1. - decay, least),
+        (advice_lib.Change('preconditioner_decay_rate', value=least),)))
   if not estimates:
     return out
   cusp = (worst['peak_factor'] > TOLERANCES['peak_factor'] and worst['lag'] > 0

@@ -57,6 +57,7 @@ import collections
 import numpy as np
 
 from tfp_adaptive import vocabulary
+from tfp_adaptive.diagnostics import advice as advice_lib
 from tfp_adaptive.diagnostics import effective_size as ess_lib
 
 __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
@@ -245,24 +246,31 @@ def advice(where, reading, temperature, step_name, adaptive=False,
                                           reading.standard_error, temperature,
                                           reading.effective_size))
   if judged == 'unsettled':
-    longer = ('run longer, with a longer burn-in' if
-              reading.effective_size >= MIN_EFFECTIVE_SIZE else
-              'run at least %d times as many %s, with a longer burn-in' % (
-                  _times_too_short(reading),
-                  draws or ('epochs' if step_name == 'learning_rate' else
-                            'draws')))
-    return ('%s and has not settled: the first half of the run reads %.3g, '
-            'the second %.3g (%.1f standard errors apart). The chain has not '
-            'reached its stationary distribution, so its samples are not yet '
-            'draws from the target: %s.'
-            % (said, reading.first_half, reading.second_half,
-               reading.drift_z, longer))
+    if reading.effective_size >= MIN_EFFECTIVE_SIZE:
+      times = advice_lib.LONGER
+      longer = ('run longer (about %gx), with a burn-in as much longer'
+                % times)
+    else:
+      times = _times_too_short(reading)
+      longer = 'run at least %d times as many %s, with a longer burn-in' % (
+          times, draws or ('epochs' if step_name == 'learning_rate' else
+                           'draws'))
+    return advice_lib.Advice(
+        '%s and has not settled: the first half of the run reads %.3g, '
+        'the second %.3g (%.1f standard errors apart). The chain has not '
+        'reached its stationary distribution, so its samples are not yet '
+        'draws from the target: %s.'
+        % (said, reading.first_half, reading.second_half, reading.drift_z,
+           longer), advice_lib.longer_run(step_name, times))
   factor = abs(reading.temperature / temperature - 1.) / tolerance
   if judged == 'hot' and not_the_step(reading, temperature, step_share):
-    return ('%s: the chain is wider than its target, and its step explains '
-            'about %.2g of that (drift_ratio), so a smaller `%s` will not '
-            'remove it.%s' % (said, step_share, step_name,
-                              other_cause(adaptive, gamma, minibatch)))
+    cause = other_cause(adaptive, gamma, minibatch, step_name)
+    return advice_lib.Advice(
+        '%s: the chain is wider than its target, and its step explains '
+        'about %.2g of that (drift_ratio), so a smaller `%s` will not '
+        'remove it.%s' % (said, step_share, step_name, cause),
+        advice_lib.changes_of(cause))
+  changes = advice_lib.smaller_step(step_name, factor)
   if judged == 'hot':
     text = ('%s: the chain is wider than its target, as from a step too '
             'large for the curvature or the gradient noise. Lower `%s` '
@@ -283,7 +291,8 @@ def advice(where, reading, temperature, step_name, adaptive=False,
   elif judged == 'cold' and _metric_holds_gradient(adaptive, gamma,
                                                    minibatch):
     text += ' ' + _MINIBATCH_METRIC
-  return text
+    changes = advice_lib.frozen_metric()  # No step removes that bias.
+  return advice_lib.Advice(text, changes)
 
 
 def not_the_step(reading, temperature, step_share):
@@ -316,20 +325,27 @@ def _metric_holds_gradient(adaptive, gamma, minibatch):
               not vocabulary.independent_metric(gamma))
 
 
-def other_cause(adaptive, gamma, minibatch):
-  """What to change instead of the step when the step does not explain a hot run (a sentence, with a leading space)."""
+def other_cause(adaptive, gamma, minibatch, step_name='step_size'):
+  """What to change instead of the step when the step does not explain a hot run (an `Advice` sentence, with a leading space)."""
   if _metric_holds_gradient(adaptive, gamma, minibatch):
-    return ' ' + _MINIBATCH_METRIC
+    return advice_lib.Advice(' ' + _MINIBATCH_METRIC,
+                             advice_lib.frozen_metric())
   if adaptive and not vocabulary.is_corrected(gamma):
-    return (" With an adaptive metric, use gamma='corrected', or freeze the "
-            "metric after burn-in (`num_adaptation_steps`).")
+    return advice_lib.Advice(
+        " With an adaptive metric, use gamma='corrected', or freeze the "
+        "metric after burn-in (`num_adaptation_steps`).",
+        advice_lib.corrected_gamma())
   if adaptive:
-    return (" The metric's moving average lags the chain, or rises at a "
-            "cusp where the gradient vanishes: shorten the average "
-            "(`preconditioner_decay_rate`), raise `diagonal_bias`, or freeze "
-            "the metric after burn-in (`num_adaptation_steps`).")
-  return (' A chain that has not reached its target reads so too: run '
-          'longer, with a longer burn-in.')
+    return advice_lib.Advice(
+        " The metric's moving average lags the chain, or rises at a cusp "
+        "where the gradient vanishes: freeze the metric after burn-in "
+        "(`num_adaptation_steps`), shorten the average "
+        "(`preconditioner_decay_rate`), or raise `diagonal_bias`.",
+        advice_lib.frozen_metric())
+  return advice_lib.Advice(
+      ' A chain that has not reached its target reads so too: run longer '
+      '(about %gx), with a burn-in as much longer.' % advice_lib.LONGER,
+      advice_lib.longer_run(step_name))
 
 
 def advice_per_part(readings, whole, where, temperature, step_name,

@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_adaptive import validation
+from tfp_adaptive.diagnostics import advice as advice_lib
 from tfp_adaptive.diagnostics import mean_force
 from tfp_adaptive.diagnostics import prediction_force
 from tfp_adaptive.diagnostics import probes as probes_lib
@@ -172,7 +173,7 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
         'learning_rate', opt.algorithm.adapts_throughout, opt.gamma,
         formula=prediction_force.FORMULA, item='prediction')
     for message in messages:
-      warnings.warn('%s: %s' % (who, message))
+      advice_lib.warn(message, who)
   readings['mean_force'] = shifts
   readings['predictions'] = force
   return readings

@@ -40,7 +40,6 @@ Adam-SGLD) the metric's condition number ``max M / min M``.
 """
 
 import collections
-import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -49,6 +48,7 @@ import keras
 from tfp_adaptive import validation
 from tfp_adaptive.core import preconditioners
 from tfp_adaptive.core import tensors
+from tfp_adaptive.diagnostics import advice as advice_lib
 from tfp_adaptive.diagnostics import temperature as temperature_lib
 from tfp_adaptive.keras import data_arrays
 from tfp_adaptive.keras import likelihoods
@@ -315,7 +315,7 @@ class SamplerMonitor(keras.callbacks.Callback):
     for key, message in messages.items():
       if key not in self._warned:
         self._warned.add(key)
-        warnings.warn('%s: %s' % (self._name, message))
+        advice_lib.warn(message, self._name)
 
   def _metric_logs(self, opt, logs):
     pre = opt.preconditioner

@@ -11,11 +11,11 @@ epoch is outside the regime, naming the parameter to change.
 them.
 """
 
-import warnings
 
 import numpy as np
 import tensorflow as tf
 
+from tfp_adaptive.diagnostics import advice as advice_lib
 from tfp_adaptive.diagnostics import regime as regime_lib
 from tfp_adaptive.diagnostics import temperature as temperature_lib
 from tfp_adaptive.keras import epoch_reads
@@ -120,11 +120,11 @@ class RegimeState(object):
                        optimizer.statistics.members_read_at is None),
         **options)
     every = regime_lib.advice(*args, step_estimate=shuffled, **options)
-    named = lambda message: '%s (epoch %d): %s' % (
-        type(optimizer).__name__, epoch + 1, message)
+    named = lambda message: advice_lib.named('%s (epoch %d)' % (
+        type(optimizer).__name__, epoch + 1), message)
     self.deferred.extend(named(m) for m in every if m not in now)
     for message in now:
-      warnings.warn(named(message))
+      advice_lib.warn(named(message))
     self.outside = self.outside or bool(now)
     self.warned = bool(every)
 
@@ -137,14 +137,15 @@ class RegimeState(object):
       return
     self.outside = self.outside or bool(held)
     for message in held:
-      warnings.warn(message + (
+      advice_lib.warn(advice_lib.Advice(message + (
           '' if readings is None else
           ' The members\' reading on `training_data` does not rule that '
           'heat out (%.3g ± %.2g, Laplacian form %.3g ± %.2g).' % (
               readings['overall'].temperature,
               readings['overall'].standard_error,
               readings['laplacian'].temperature,
-              readings['laplacian'].standard_error)))
+              readings['laplacian'].standard_error)),
+                                        advice_lib.changes_of(message)))
 
 
 def is_stochastic(params):

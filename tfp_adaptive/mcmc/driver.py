@@ -12,6 +12,7 @@ import tensorflow_probability as tfp
 from tfp_adaptive import _compat
 from tfp_adaptive import minibatch
 from tfp_adaptive import validation
+from tfp_adaptive.diagnostics import advice as advice_lib
 from tfp_adaptive.diagnostics import regime as regime_lib
 from tfp_adaptive.mcmc import kernel as kernel_lib
 from tfp_adaptive.mcmc import temperature as temperature_lib
@@ -148,7 +149,7 @@ def regime_of(kernel, means, warn, estimates=True):
   messages = _advice(inner, regime, estimates)
   if warn:
     for message in messages:
-      warnings.warn('%s: %s' % (type(inner).__name__, message))
+      advice_lib.warn(message, type(inner).__name__)
   return regime, messages
 
 

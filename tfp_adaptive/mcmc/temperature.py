@@ -10,7 +10,6 @@ unconstrained one, where the virial identity holds for the transformed
 density (its log-Jacobian included).
 """
 
-import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -19,6 +18,7 @@ import tensorflow_probability as tfp
 from tfp_adaptive import _compat
 from tfp_adaptive import minibatch
 from tfp_adaptive import validation
+from tfp_adaptive.diagnostics import advice as advice_lib
 from tfp_adaptive.diagnostics import effective_size as ess_lib
 from tfp_adaptive.diagnostics import mean_force
 from tfp_adaptive.diagnostics import prediction_force
@@ -171,7 +171,7 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
           lambda _: 'the predictions', 'step_size', adaptive, gamma,
           formula=prediction_force.FORMULA, item='prediction')
     for message in messages:
-      warnings.warn('%s: %s' % (type(inner).__name__, message))
+      advice_lib.warn(message, type(inner).__name__)
   readings['mean_force'] = shifts
   if predicted is not None:
     readings['predictions'] = predicted

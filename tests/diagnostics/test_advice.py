@@ -1,0 +1,129 @@
+"""Advice as data: each warning's `changes` say what its text advises first, with the same numbers."""
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import tfp_adaptive as tfa
+from tfp_adaptive.diagnostics import advice
+from tfp_adaptive.diagnostics import mean_force
+from tfp_adaptive.diagnostics import regime
+from tfp_adaptive.diagnostics import temperature
+from tfp_adaptive.diagnostics.advice import Change
+
+# Readings of 400 effective draws: settled and judged, hot and cold.
+HOT = temperature.Reading(1.5, 0.02, 400., 1.5, 1.5, 0., 10)
+COLD = temperature.Reading(0.6, 0.02, 400., 0.6, 0.6, 0., 10)
+UNSETTLED = temperature.Reading(1.2, 0.02, 400., 1.5, 0.9, -20., 10)
+SHORT = temperature.Reading(2., 0.2, 4., 2., 2., 0., 10)
+
+
+def _factor(text, name):
+  return float(re.search(r'Lower `%s` about ([0-9.e+]+)x' % name,
+                         text).group(1))
+
+
+@pytest.mark.parametrize('step_name, length', [('step_size', 'num_results'),
+                                               ('learning_rate', 'epochs')])
+def test_a_hot_reading_lowers_the_step_by_the_factor_it_prints(step_name,
+                                                                length):
+  said = temperature.advice('the whole state', HOT, 1., step_name)
+  factor = _factor(said, step_name)
+  (step, run), = [said.changes]
+  assert step.parameter == step_name and step.value is None
+  np.testing.assert_allclose(1. / step.factor, factor, rtol=0.01)
+  assert run.parameter == length
+  np.testing.assert_allclose(run.factor, factor, rtol=0.01)
+
+
+def test_a_cold_minibatch_metric_is_frozen_not_stepped():
+  said = temperature.advice('the whole state', COLD, 1., 'step_size',
+                            adaptive=True, gamma='corrected_published',
+                            minibatch=True)
+  assert 'no step removes' in said
+  assert said.changes == (Change('num_adaptation_steps',
+                                 value=advice.THE_BURNIN),)
+  plain = temperature.advice('the whole state', COLD, 1., 'step_size')
+  assert plain.changes[0].parameter == 'step_size'
+
+
+def test_heat_the_step_does_not_explain_names_the_other_cause():
+  cases = [(dict(adaptive=False), 'num_results', advice.LONGER),
+           (dict(adaptive=True, gamma='none'), 'gamma', None),
+           (dict(adaptive=True, gamma='corrected'), 'num_adaptation_steps',
+            None)]
+  for kwargs, parameter, factor in cases:
+    said = temperature.advice('the whole state', HOT, 1., 'step_size',
+                              step_share=0.01, **kwargs)
+    assert 'will not remove it' in said, said
+    assert said.changes[0].parameter == parameter, (kwargs, said.changes)
+    assert said.changes[0].factor == factor
+
+
+def test_an_unsettled_or_short_run_is_lengthened_by_the_factor_it_prints():
+  said = temperature.advice('the whole state', UNSETTLED, 1., 'step_size')
+  assert 'about %gx' % advice.LONGER in said
+  assert said.changes == (Change('num_results', factor=advice.LONGER),
+                          Change('num_burnin_steps', factor=advice.LONGER))
+  said = temperature.advice('the whole model', SHORT, 1., 'learning_rate')
+  times = int(re.search(r'at least (\d+) times', said).group(1))
+  assert said.changes == (Change('epochs', factor=times),
+                          Change('burnin', factor=times))
+
+
+def test_a_mean_force_off_without_gamma_asks_for_gamma_first():
+  shift = mean_force.Shift(0.3, 0.01, 400., 0.3, 0.3, 0., 10, 2, 3.)
+  said = mean_force.advice('state part 0', shift, 'step_size')
+  np.testing.assert_allclose(1. / said.changes[0].factor,
+                             _factor(said, 'step_size'), rtol=0.01)
+  said = mean_force.advice('state part 0', shift, 'step_size', adaptive=True,
+                           gamma='none')
+  assert said.changes == (Change('gamma', value='corrected'),)
+
+
+def test_the_regime_numbers_name_their_changes():
+  numbers = regime.Regime(drift_ratio=0.1, gamma_ratio=0., lag=0.,
+                          peak_factor=1.)
+  pre = type('Pre', (), {'decay': 0.5, 'min_decay_stochastic': 0.9})()
+  said = regime.advice(numbers, ('step_size', 'preconditioner_decay_rate'),
+                       'step_size', pre, stochastic=True)
+  assert len(said) == 2, said
+  np.testing.assert_allclose(1. / said[0].changes[0].factor,
+                             _factor(said[0], 'step_size'), rtol=0.01)
+  assert said[1].changes == (Change('preconditioner_decay_rate',
+                                    value=0.9),)
+
+
+def test_a_change_has_a_factor_or_a_value():
+  for bad in (dict(), dict(factor=2., value=1.)):
+    with pytest.raises(ValueError, match='factor'):
+      Change('step_size', **bad)
+
+
+@pytest.mark.slow
+def test_the_warning_of_a_run_carries_its_changes_and_following_them_helps():
+  """SGLD at a step too large for N(0, 1) reads hot; its warning's changes, followed, bring the chain within 5%."""
+  target = lambda x: -0.5 * x ** 2
+  start = np.zeros([256], np.float32)
+
+  def run(step, num_results):
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter('always')
+      samples, _, _ = tfa.mcmc.sample(
+          tfa.mcmc.SGLD(target, step), start, num_results,
+          num_burnin_steps=num_results, seed=(3, 4), progress=False)
+    return samples.numpy().std(), [w.message for w in caught]
+  sd, said = run(1., 1000)
+  assert sd > 1.1, sd
+  told = [w for w in said if isinstance(w, tfa.diagnostics.SamplerWarning)
+          and w.changes]
+  assert told, [str(w) for w in said]
+  changes = {c.parameter: c.factor for c in told[0].changes}
+  assert set(changes) == {'step_size', 'num_results'}, changes
+  sd, said = run(changes['step_size'], int(1000 * changes['num_results']))
+  assert abs(sd - 1.) < 0.05, sd
+  assert not [w for w in said if isinstance(w, tfa.diagnostics.SamplerWarning)
+              and 'configurational temperature' in str(w)], [
+                  str(w) for w in said]

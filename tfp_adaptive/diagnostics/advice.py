@@ -1,0 +1,118 @@
+"""Advice as data: the change a warning names, beside its text.
+
+Every check that warns (the configurational temperature, the mean force,
+the regime numbers) ends its message with what to change. The message is
+an `Advice`: a `str` that also holds that change as `Change` tuples, so
+that a program can follow it without reading the text. The front ends
+warn with a `SamplerWarning`, a `UserWarning` that carries the same
+``changes``::
+
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter('always')
+      samples, _, _ = tfa.mcmc.sample(kernel, state, 1000)
+    for w in caught:
+      for change in getattr(w.message, 'changes', ()):
+        print(change.parameter, change.factor, change.value)
+
+``changes`` is what to do, together, to follow the message's first
+suggestion (a smaller step *and* as many times more steps); the text may
+name other fixes after it. A message whose fix has no number (raise
+``diagonal_bias`` towards the mean squared gradient) has no changes.
+"""
+
+import collections
+import warnings
+
+#: The run's length, as a `Change` names it: in draws for kernels
+#: (`tfp_adaptive.mcmc.sample`'s ``num_results``), in epochs for Keras.
+LENGTH = {'step_size': 'num_results', 'learning_rate': 'epochs'}
+#: The burn-in's length, alike.
+BURNIN = {'step_size': 'num_burnin_steps', 'learning_rate': 'burnin'}
+#: A `Change.value` meaning "as long as the run's burn-in" (for
+#: ``num_adaptation_steps``: freeze the metric when the burn-in ends).
+THE_BURNIN = 'the burn-in'
+#: How much longer "run longer" means, when the reading gives no number.
+LONGER = 4.
+
+
+class Change(collections.namedtuple('Change', ['parameter', 'factor',
+                                               'value'])):
+  """One change a warning advises.
+
+  Attributes:
+    parameter: the name of what to change: a sampler's hyperparameter
+      (``'step_size'``, ``'learning_rate'``, ``'preconditioner_decay_rate'``,
+      ``'gamma'``, ``'num_adaptation_steps'``) or the run's length
+      (``'num_results'`` and ``'num_burnin_steps'`` for kernels,
+      ``'epochs'`` and ``'burnin'`` in Keras).
+    factor: multiply the parameter's value by this, or `None`.
+    value: set the parameter to this, or `None` (`THE_BURNIN`: the
+      run's burn-in length).
+  """
+
+  __slots__ = ()
+
+  def __new__(cls, parameter, factor=None, value=None):
+    if (factor is None) == (value is None):
+      raise ValueError('A Change has a `factor` or a `value`, not both or '
+                       'neither. Received: %r, %r' % (factor, value))
+    return super().__new__(cls, parameter, factor, value)
+
+
+class Advice(str):
+  """A warning's text, with `changes`: the `Change` tuples that follow its first suggestion."""
+
+  def __new__(cls, text, changes=()):
+    advice = super().__new__(cls, text)
+    advice.changes = tuple(changes)
+    return advice
+
+
+class SamplerWarning(UserWarning):
+  """A `UserWarning` about a run, with the `changes` its advice names (possibly none).
+
+  ``str(warning)`` is the message; ``warning.changes`` the `Change` tuples.
+  """
+
+  def __init__(self, message, changes=()):
+    super().__init__(message)
+    self.changes = tuple(changes)
+
+
+def changes_of(message):
+  """The `Change` tuples of `message` (an `Advice`, a `SamplerWarning` or a plain `str`: none)."""
+  return tuple(getattr(message, 'changes', ()))
+
+
+def named(who, message, suffix=''):
+  """``"<who>: <message><suffix>"``, an `Advice` with `message`'s changes."""
+  return Advice('%s: %s%s' % (who, message, suffix), changes_of(message))
+
+
+def warn(message, who=None, stacklevel=2):
+  """Warns `message` (``"<who>: <message>"`` given `who`) as a `SamplerWarning` that keeps its changes."""
+  if who is not None:
+    message = named(who, message)
+  warnings.warn(SamplerWarning(str(message), changes_of(message)),
+                stacklevel=stacklevel + 1)
+
+
+def smaller_step(step_name, factor):
+  """Lower the step `factor` times and run as many times more steps (the chain travels as far)."""
+  return (Change(step_name, factor=1. / factor),
+          Change(LENGTH[step_name], factor=factor))
+
+
+def longer_run(step_name, factor=LONGER):
+  """Run `factor` times longer, with a burn-in `factor` times longer."""
+  return (Change(LENGTH[step_name], factor=factor),
+          Change(BURNIN[step_name], factor=factor))
+
+
+def frozen_metric():
+  """Freeze the metric when the burn-in ends."""
+  return (Change('num_adaptation_steps', value=THE_BURNIN),)
+
+
+def corrected_gamma():
+  return (Change('gamma', value='corrected'),)
