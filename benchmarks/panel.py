@@ -373,7 +373,7 @@ def run_one(fn, init, bijectors, factory, h, steps, thin, quick,
              None if step is None else float(np.asarray(step)))
 
 
-KINDS = ('too short to tell', 'too imprecise to confirm',
+KINDS = ('too short to tell', 'too imprecise to rule out',
          'configurational temperature', 'mean force of the predictions',
          'mean force', 'non-finite',
          'drift_ratio', 'lag', 'peak_factor', 'preconditioner_decay_rate',
@@ -381,7 +381,7 @@ KINDS = ('too short to tell', 'too imprecise to confirm',
 
 
 #: The kind of a notice that the run could not be read (too short, or
-#: too imprecise to confirm): it tells the user, and claims no bias.
+#: too imprecise to rule out a bias): it tells the user, and claims no bias.
 UNREAD = 'unread'
 
 
@@ -392,7 +392,7 @@ def kind(message):
       return {'configurational temperature': 'temperature',
               'mean force of the predictions': 'prediction force',
               'too short to tell': UNREAD,
-              'too imprecise to confirm': UNREAD}.get(name, name)
+              'too imprecise to rule out': UNREAD}.get(name, name)
   return message[:40]
 
 

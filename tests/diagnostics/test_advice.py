@@ -129,20 +129,21 @@ def test_the_warning_of_a_run_carries_its_changes_and_following_them_helps():
                   str(w) for w in said]
 
 
-def test_a_reading_too_wide_to_confirm_is_told_with_the_length_it_needs():
-  """Judged accurate (its interval holds τ) but not confirmed (it reaches outside the band): told at the end, with ``(3·se / room)²`` times as many draws."""
-  wide = temperature.Reading(1.0, 0.1, 400., 1., 1., 0., 10)
+def test_a_reading_too_wide_to_rule_out_a_bias_is_told_with_the_length_it_needs():
+  """Judged accurate, but its ``±3·se`` half-width beyond twice the band's (a 20% error in τ, 10% in sd, not ruled out): told at the end, with ``(3·se / 0.2)²`` times as many draws."""
+  wide = temperature.Reading(1.0, 0.1, 400., 1., 1., 0., 10)  # 1 ± 0.3.
   said = temperature.advice_per_part({'overall': wide}, 'overall',
                                      lambda _: 'the whole state', 1.,
                                      'step_size', precise=True)
   said = said['overall']
-  assert 'too imprecise to confirm' in said and 'at least 9 times' in said
-  assert said.changes == (Change('num_results', factor=9),)
+  assert 'too imprecise to rule out' in said and 'at least 3 times' in said
+  assert said.changes == (Change('num_results', factor=3),)
   for quiet in (dict(precise=False), dict(precise=True, final=False)):
     assert not temperature.advice_per_part(
         {'overall': wide}, 'overall', lambda _: 'it', 1., 'step_size',
         **quiet)
-  narrow = wide._replace(standard_error=0.02)  # 1 ± 0.06: confirmed.
+  # 1 ± 0.15 rules a 20% error out (if not a 10% one): silent.
+  narrow = wide._replace(standard_error=0.05)
   assert not temperature.advice_per_part(
       {'overall': narrow}, 'overall', lambda _: 'it', 1., 'step_size',
       precise=True)

@@ -378,10 +378,10 @@ def advice_per_part(readings, whole, where, temperature, step_name,
       something else (a run that both read hot is reported once), and not
       counted as parts.
     precise: at the end of the run (`final`), report a whole run judged
-      accurate whose interval still reaches outside the band
-      (`imprecise`) as too imprecise to confirm, with the length it needs
-      (`too_imprecise`), instead of its parts: silence then means
-      confirmed.
+      accurate whose interval is too wide to rule out a bias twice the
+      tolerance (`imprecise`) as such, with the length it needs
+      (`too_imprecise`), instead of its parts: silence then rules out
+      draws that far off.
   """
   whole_said = final_verdict(readings[whole], temperature, tolerance, final)
   in_transit = whole_said == 'unsettled' or (not final and
@@ -431,36 +431,39 @@ def too_short(where, reading, draws=None, step_name='step_size'):
 
 
 def imprecise(reading, temperature=1., tolerance=TOLERANCE):
-  """Whether `reading` is judged accurate without confirming it: its ``±INTERVAL_Z·se`` interval reaches outside ``τ(1 ± tolerance)``."""
+  """Whether `reading`, judged accurate, is too wide to rule out a bias twice the tolerance.
+
+  Its ``±INTERVAL_Z·se`` half-width exceeds ``2·tolerance·τ``: a reading
+  at ``τ`` could then come from draws whose spread is off by about twice
+  what the tolerance allows (10% in sd at the default), so its silence
+  would vouch for nothing.
+  """
   return bool(verdict(reading, temperature, tolerance) == 'accurate' and
-              not confirms(reading, temperature, tolerance))
+              INTERVAL_Z * reading.standard_error >
+              2. * tolerance * temperature)
 
 
 def too_imprecise(where, reading, temperature=1., tolerance=TOLERANCE,
                   draws=None, step_name='step_size'):
-  """The warning of a run whose reading is too imprecise to confirm it within the band, with the length it needs (an `Advice`).
+  """The warning of a run whose reading is too wide to rule out a bias (`imprecise`), with the length it needs (an `Advice`).
 
   Its standard error shrinks as one over the root of the draws: the run
-  needs about ``(INTERVAL_Z·se / room)²`` times as many, ``room`` the
-  distance from the reading to the band's nearer edge (at least half the
-  band, an estimate from this run).
+  needs about ``(INTERVAL_Z·se / (2·tolerance·τ))²`` times as many (an
+  estimate from this run).
   """
-  room = max(tolerance * temperature - abs(reading.temperature - temperature),
-             0.5 * tolerance * temperature)
-  need = (INTERVAL_Z * reading.standard_error / room) ** 2
+  need = (INTERVAL_Z * reading.standard_error /
+          (2. * tolerance * temperature)) ** 2
   times = int(np.ceil(need - 1e-9))  # 9.000000000000002 is 9.
   more = draws or _draws(step_name)
   return advice_lib.Advice(
       'the configurational temperature of %s reads %.3g ± %.2g (τ = %g, '
-      'from %.0f effective draws): too imprecise to confirm that the run '
-      'is within %d%% of τ (its draws\' spread within about %d%% of the '
-      'target\'s), which takes %g standard errors inside the band. A '
-      'reading this wide comes from draws that are few against the '
-      'spread of the virial, as in a funnel\'s neck or a heavy tail. Run '
-      'at least %d times as many %s.'
+      'from %.0f effective draws): too imprecise to rule out draws whose '
+      'spread is %d%% off the target\'s, so the run cannot be vouched '
+      'for. A reading this wide comes from draws that are few against the '
+      'spread of the virial, as in a funnel\'s neck, a hierarchical '
+      'model\'s scale or a heavy tail. Run at least %d times as many %s.'
       % (where, reading.temperature, reading.standard_error, temperature,
-         reading.effective_size, round(100 * tolerance),
-         round(50 * tolerance), INTERVAL_Z, times, more),
+         reading.effective_size, round(100 * tolerance), times, more),
       (advice_lib.Change(advice_lib.LENGTH[step_name], factor=times),))
 
 
