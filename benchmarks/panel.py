@@ -373,10 +373,16 @@ def run_one(fn, init, bijectors, factory, h, steps, thin, quick,
              None if step is None else float(np.asarray(step)))
 
 
-KINDS = ('configurational temperature', 'mean force of the predictions',
+KINDS = ('too short to tell', 'too imprecise to rule out',
+         'configurational temperature', 'mean force of the predictions',
          'mean force', 'non-finite',
          'drift_ratio', 'lag', 'peak_factor', 'preconditioner_decay_rate',
          'not moved')
+
+
+#: The kind of a notice that the run could not be read (too short, or
+#: too imprecise to rule out a bias): it tells the user, and claims no bias.
+UNREAD = 'unread'
 
 
 def kind(message):
@@ -384,8 +390,9 @@ def kind(message):
   for name in KINDS:
     if name in message:
       return {'configurational temperature': 'temperature',
-              'mean force of the predictions': 'prediction force'}.get(
-                  name, name)
+              'mean force of the predictions': 'prediction force',
+              'too short to tell': UNREAD,
+              'too imprecise to rule out': UNREAD}.get(name, name)
   return message[:40]
 
 

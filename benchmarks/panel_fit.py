@@ -105,10 +105,14 @@ def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS, data=None,
           not any(s in str(w.message) for s in NOT_OURS)]
   said = {'members': [m for m in ours if m.startswith(MEMBERS)]}
   said['live'] = [m for m in ours if not m.startswith(MEMBERS)]
-  readings = dict(collector.member_readings)
+  # No members' reading where the collector could not take one (it says
+  # why among its warnings).
+  readings = dict(collector.member_readings or {})
+  # No members where every step after burn-in was non-finite (it says so).
   members = np.stack([np.concatenate([m.weights[0].ravel(),
                                       m.weights[1].ravel()])
-                      for m in collector.members])
+                      for m in collector.members] or [np.zeros([0])])[
+                          :len(collector.members)]
   readings['live'] = collector.live_readings.get('temperature')
   return members, said, readings, seconds
 

@@ -48,9 +48,13 @@ are kept, evenly spaced.
 Reported: the **miss rate**, among the runs off by more than 10% (beyond
 two standard errors, or by more than 100% whatever the error), the share
 that said nothing, and the **false-alarm rate**, among the runs within 5%
-(by two standard errors), the share that warned, each with its 95%
-Wilson interval (`scipy.stats.binomtest`), over all runs, the kernels'
-runs, and per family. Writes ``panel_generated.md``.
+(by two standard errors), the share that warned of a bias. A run told
+only that it could not be read (too short, or a reading too imprecise to
+confirm within 10%, with the length it needs) is not silent and claims no
+bias; the shares of the runs within and off so told are reported too.
+Each rate with its 95% Wilson interval (`scipy.stats.binomtest`), over
+all runs, the kernels' runs, and per family. Writes
+``panel_generated.md``.
 
 With ``--advice``, each warned kernel run is run again as its first
 warning that names a change advises (`tfa.diagnostics.SamplerWarning`'s
@@ -437,9 +441,11 @@ def one_fit_run(rng, quick):
         callbacks=[rule], warm_start=curvature)
   except Exception as e:  # pylint: disable=broad-except
     return raised('fit', target, label, e)
-  blocks = len(members) // 8
-  samples = members[:8 * blocks].reshape(8, blocks, -1).transpose(1, 0, 2)
   said = sorted({panel.kind(m) for m in said_by['live'] + said_by['members']})
+  blocks = len(members) // 8
+  if not blocks:  # No samples to judge (every step non-finite): off.
+    return judged('fit', target, label, np.inf, 0., 'sd', said, seconds)
+  samples = members[:8 * blocks].reshape(8, blocks, -1).transpose(1, 0, 2)
   return judged('fit', target, label,
                 *panel.run_error(samples, reference, project=project), said,
                 seconds)
@@ -461,20 +467,36 @@ def _rate_cell(k, n, low, high):
                                                           high)
 
 
+def warned(row):
+  """Whether a run said it is biased (a notice that it could not be read, `panel.UNREAD`, claims no bias)."""
+  return any(k != panel.UNREAD for k in row['said'])
+
+
 def summary(rows):
-  """The miss and false-alarm rates, over all runs and per family."""
+  """The miss and false-alarm rates, over all runs and per family.
+
+  A miss: a run off that said nothing. A false alarm: a run within that
+  said it is biased. Besides, the share of the runs within that were told
+  they could not be read (too short or too imprecise), what the checks
+  cost an accurate run, and of the runs off told only that.
+  """
   out = []
   picks = [('all', lambda r: True),
            ('kernels', lambda r: r['family'] != 'fit')] + [
                (f, lambda r, f=f: r['family'] == f) for f in FAMILIES]
+  unread = lambda r: r['said'] and not warned(r)
   for name, pick in picks:
     miss = rate(rows, lambda r, p=pick: p(r) and r['off'],
                 lambda r: not r['said'])
-    alarm = rate(rows, lambda r, p=pick: p(r) and r['within'],
-                 lambda r: r['said'])
+    alarm = rate(rows, lambda r, p=pick: p(r) and r['within'], warned)
+    within_unread = rate(rows, lambda r, p=pick: p(r) and r['within'],
+                         unread)
+    off_unread = rate(rows, lambda r, p=pick: p(r) and r['off'], unread)
     unclear = sum(1 for r in rows if pick(r) and not (r['off'] or
                                                       r['within']))
-    out.append([name, _rate_cell(*miss), _rate_cell(*alarm), str(unclear)])
+    out.append([name, _rate_cell(*miss), _rate_cell(*alarm),
+                _rate_cell(*within_unread), _rate_cell(*off_unread),
+                str(unclear)])
   return out
 
 
@@ -556,7 +578,9 @@ def main(args=None):
            for r in rows]
   text = common.markdown_table(
       ['runs', 'misses (off > 10%, silent)',
-       'false alarms (within 5%, warned)', 'neither (unclear or raised)'],
+       'false alarms (within 5%, warned biased)',
+       'within 5%, told unread', 'off > 10%, told only unread',
+       'neither (unclear or raised)'],
       summary(rows))
   common.write_table(
       os.path.join(out, 'panel_generated.md'),
@@ -565,7 +589,10 @@ def main(args=None):
       note=('Command: `python -m benchmarks.panel --generated%s --runs %d '
             '--seed %d`. %d chains a run. "off": the deciding error beyond '
             '10%% by two standard errors, or beyond 100%%; "within": within '
-            '5%% by as much. '
+            '5%% by as much. "told unread": the run said only that it could '
+            'not be read (too short, or its reading too imprecise to '
+            'confirm within 10%%), with the length it needs: not silent, '
+            'and no claim of a bias. '
             'Rates with 95%% Wilson intervals:\n\n%s'
             % (' --quick' if args.quick else '', runs, seed, panel.CHAINS,
                text)))

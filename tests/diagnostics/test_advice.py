@@ -127,3 +127,41 @@ def test_the_warning_of_a_run_carries_its_changes_and_following_them_helps():
   assert not [w for w in said if isinstance(w, tfa.diagnostics.SamplerWarning)
               and 'configurational temperature' in str(w)], [
                   str(w) for w in said]
+
+
+def test_a_reading_too_wide_to_rule_out_a_bias_is_told_with_the_length_it_needs():
+  """Judged accurate, but its ``±3·se`` half-width beyond twice the band's (a 20% error in τ, 10% in sd, not ruled out): told at the end, with ``(3·se / 0.2)²`` times as many draws."""
+  wide = temperature.Reading(1.0, 0.1, 400., 1., 1., 0., 10)  # 1 ± 0.3.
+  said = temperature.advice_per_part({'overall': wide}, 'overall',
+                                     lambda _: 'the whole state', 1.,
+                                     'step_size', precise=True)
+  said = said['overall']
+  assert 'too imprecise to rule out' in said and 'at least 3 times' in said
+  assert said.changes == (Change('num_results', factor=3),)
+  for quiet in (dict(precise=False), dict(precise=True, final=False)):
+    assert not temperature.advice_per_part(
+        {'overall': wide}, 'overall', lambda _: 'it', 1., 'step_size',
+        **quiet)
+  # 1 ± 0.15 rules a 20% error out (if not a 10% one): silent.
+  narrow = wide._replace(standard_error=0.05)
+  assert not temperature.advice_per_part(
+      {'overall': narrow}, 'overall', lambda _: 'it', 1., 'step_size',
+      precise=True)
+
+
+@pytest.mark.slow
+def test_a_hierarchical_run_off_with_a_wide_reading_is_not_silent():
+  """A drawn hierarchical model (11 groups) under corrected PSGLD, its group means' sds up to 45% off; the virial reads 1.8 ± 0.4, which no band judges: `tfa.mcmc.sample` says it cannot confirm the run."""
+  from benchmarks import panel  # pylint: disable=g-import-not-at-top
+  from benchmarks import panel_generated as generated  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng([680754, 15])
+  assert generated.FAMILIES[int(rng.integers(len(generated.FAMILIES)))] == (
+      'hierarchical')
+  target, fn, _, init, _, _ = generated.draw_hierarchical(rng, 100)
+  settings = generated.draw_settings(rng, False)
+  assert target.startswith('hierarchical, 11 groups'), target
+  run = panel.run_one(fn, init, None, generated.factory(settings), 1e-4,
+                      settings.steps, max(4, settings.steps // 2000), False,
+                      burnin=settings.burn)
+  assert run.said == [panel.UNREAD], run.said
+  assert run.changes and run.changes[0].parameter == 'num_results'

@@ -351,7 +351,7 @@ def other_cause(adaptive, gamma, minibatch, step_name='step_size'):
 def advice_per_part(readings, whole, where, temperature, step_name,
                     adaptive=False, gamma='none', tolerance=TOLERANCE,
                     final=True, extra_wholes=(), step_share=None,
-                    minibatch=False, draws=None):
+                    minibatch=False, draws=None, precise=False):
   """`advice` for a run read whole and per part: ``{key: message}`` of the parts to report.
 
   The whole run is reported on first. While it has not settled (or, before
@@ -377,6 +377,11 @@ def advice_per_part(readings, whole, where, temperature, step_name,
       form), reported like `whole` once it has settled and when they say
       something else (a run that both read hot is reported once), and not
       counted as parts.
+    precise: at the end of the run (`final`), report a whole run judged
+      accurate whose interval is too wide to rule out a bias twice the
+      tolerance (`imprecise`) as such, with the length it needs
+      (`too_imprecise`), instead of its parts: silence then rules out
+      draws that far off.
   """
   whole_said = final_verdict(readings[whole], temperature, tolerance, final)
   in_transit = whole_said == 'unsettled' or (not final and
@@ -389,7 +394,11 @@ def advice_per_part(readings, whole, where, temperature, step_name,
   out = {}
   if final and whole_said == 'too short':
     return {whole: too_short(where(whole), readings[whole],
-                             draws or _draws(step_name))}
+                             draws or _draws(step_name), step_name)}
+  if final and precise and imprecise(readings[whole], temperature,
+                                     tolerance):
+    return {whole: too_imprecise(where(whole), readings[whole], temperature,
+                                 tolerance, draws, step_name)}
   for key in keys:
     if not final and final_verdict(readings[key], temperature, tolerance,
                                    final) == 'unsettled':
@@ -402,21 +411,60 @@ def advice_per_part(readings, whole, where, temperature, step_name,
   return out
 
 
-def too_short(where, reading, draws=None):
-  """The warning of a run whose reading has too few effective draws to be judged, with the length it needs.
+def too_short(where, reading, draws=None, step_name='step_size'):
+  """The warning of a run whose reading has too few effective draws to be judged, with the length it needs (an `Advice`).
 
   `draws`: what a draw of the reading is, in the plural (default: a
   kernel's draws).
   """
   times = _times_too_short(reading)
-  more = draws or _draws('step_size')
-  return ('the configurational temperature of %s reads %.3g ± %.2g from '
-          '%.1f effective draws, fewer than the %d it takes to judge it: the '
-          'run is too short to tell whether its draws are from the target. '
-          'Run at least %d times as many %s (an estimate from so short a '
-          'run: it may take more).'
-          % (where, reading.temperature, reading.standard_error,
-             reading.effective_size, MIN_EFFECTIVE_SIZE, times, more))
+  more = draws or _draws(step_name)
+  return advice_lib.Advice(
+      'the configurational temperature of %s reads %.3g ± %.2g from %.1f '
+      'effective draws, fewer than the %d it takes to judge it: the run is '
+      'too short to tell whether its draws are from the target. Run at '
+      'least %d times as many %s (an estimate from so short a run: it may '
+      'take more).'
+      % (where, reading.temperature, reading.standard_error,
+         reading.effective_size, MIN_EFFECTIVE_SIZE, times, more),
+      (advice_lib.Change(advice_lib.LENGTH[step_name], factor=times),))
+
+
+def imprecise(reading, temperature=1., tolerance=TOLERANCE):
+  """Whether `reading`, judged accurate, is too wide to rule out a bias twice the tolerance.
+
+  Its ``±INTERVAL_Z·se`` half-width exceeds ``2·tolerance·τ``: a reading
+  at ``τ`` could then come from draws whose spread is off by about twice
+  what the tolerance allows (10% in sd at the default), so its silence
+  would vouch for nothing.
+  """
+  return bool(verdict(reading, temperature, tolerance) == 'accurate' and
+              INTERVAL_Z * reading.standard_error >
+              2. * tolerance * temperature)
+
+
+def too_imprecise(where, reading, temperature=1., tolerance=TOLERANCE,
+                  draws=None, step_name='step_size'):
+  """The warning of a run whose reading is too wide to rule out a bias (`imprecise`), with the length it needs (an `Advice`).
+
+  Its standard error shrinks as one over the root of the draws: the run
+  needs about ``(INTERVAL_Z·se / (2·tolerance·τ))²`` times as many (an
+  estimate from this run).
+  """
+  need = (INTERVAL_Z * reading.standard_error /
+          (2. * tolerance * temperature)) ** 2
+  times = int(np.ceil(need - 1e-9))  # 9.000000000000002 is 9.
+  more = draws or _draws(step_name)
+  return advice_lib.Advice(
+      'the configurational temperature of %s reads %.3g ± %.2g (τ = %g, '
+      'from %.0f effective draws): too imprecise to rule out draws whose '
+      'spread is %d%% off the target\'s, so the run cannot be vouched '
+      'for. A reading this wide comes from draws that are few against the '
+      'spread of the virial, as in a funnel\'s neck, a hierarchical '
+      'model\'s scale or a heavy tail. Run at least %d times as many %s.'
+      % (where, reading.temperature, reading.standard_error, temperature,
+         reading.effective_size, round(100 * tolerance), times, more),
+      (advice_lib.Change(advice_lib.LENGTH[step_name], factor=times),))
 
 
 def _draws(step_name):

@@ -162,7 +162,8 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
         gamma=gamma, tolerance=tolerance, extra_wholes=('laplacian',),
         step_share=_step_share(regime),
         minibatch=bool(getattr(params.get('target_log_prob_fn'),
-                               'needs_seed', False))).values())
+                               'needs_seed', False)),
+        precise=True).values())
     messages += mean_force.advice_per_part(
         shifts, readings['overall'], where, 'step_size', adaptive, gamma)
     if predicted is not None:
