@@ -366,8 +366,8 @@ def run_one(fn, init, bijectors, factory, h, steps, thin, quick,
                                         predictions=predictions)
   said = sorted({kind(str(w.message)) for w in caught
                  if issubclass(w.category, UserWarning)})
-  changes = next((w.message.changes for w in caught
-                  if getattr(w.message, 'changes', ())), ())
+  changes = next((c for c in (tfa.diagnostics.advice.changes_of(w.message)
+                               for w in caught) if c), ())
   step = tfa.mcmc.driver.find_field(results, 'new_step_size')
   return Run(samples, readings, said, seconds, changes,
              None if step is None else float(np.asarray(step)))

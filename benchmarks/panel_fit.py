@@ -108,11 +108,12 @@ def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS, data=None,
   # No members' reading where the collector could not take one (it says
   # why among its warnings).
   readings = dict(collector.member_readings or {})
-  # No members where every step after burn-in was non-finite (it says so).
-  members = np.stack([np.concatenate([m.weights[0].ravel(),
-                                      m.weights[1].ravel()])
-                      for m in collector.members] or [np.zeros([0])])[
-                          :len(collector.members)]
+  if collector.members:
+    members = np.stack([np.concatenate([m.weights[0].ravel(),
+                                        m.weights[1].ravel()])
+                        for m in collector.members])
+  else:  # Every step after burn-in was non-finite (it says so).
+    members = np.zeros([0, 0])
   readings['live'] = collector.live_readings.get('temperature')
   return members, said, readings, seconds
 

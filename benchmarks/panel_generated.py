@@ -50,7 +50,8 @@ two standard errors, or by more than 100% whatever the error), the share
 that said nothing, and the **false-alarm rate**, among the runs within 5%
 (by two standard errors), the share that warned of a bias. A run told
 only that it could not be read (too short, or a reading too imprecise to
-confirm within 10%, with the length it needs) is not silent and claims no
+rule out a spread 10% off, with the length it needs) is not silent and
+claims no
 bias; the shares of the runs within and off so told are reported too.
 Each rate with its 95% Wilson interval (`scipy.stats.binomtest`), over
 all runs, the kernels' runs, and per family. Writes
@@ -227,11 +228,16 @@ def draw_settings(rng, quick):
   decay = DECAYS[int(rng.integers(len(DECAYS)))]
   bias = _log_uniform(rng, 1e-3, 1.)
   accept = float(rng.uniform(*ACCEPT))
-  frozen = name.endswith('frozen')
-  gamma = ('none' if frozen or name == 'SGLD' else 'corrected'
-           if name.startswith('Monge') else name.split()[1])
-  return Settings(name, gamma, decay, bias, accept, total - burn, burn,
-                  burn if frozen else None, None)
+  return Settings(name, _drawn_gamma(name), decay, bias, accept,
+                  total - burn, burn,
+                  burn if name.endswith('frozen') else None, None)
+
+
+def _drawn_gamma(name):
+  """The Γ mode a sampler of `SAMPLERS` is drawn with."""
+  if name in ('SGLD', 'PSGLD frozen'):
+    return 'none'
+  return 'corrected' if name.startswith('Monge') else name.split()[1]
 
 
 Settings = collections.namedtuple('Settings', [
@@ -260,13 +266,12 @@ def factory(settings):
 
 
 def label(settings):
+  """The row's name for a sampler and its settings."""
   st = settings
   said = ('' if st.name == 'SGLD' else 'decay %g, ' % st.decay if
           st.name.startswith('Monge') else 'decay %g, bias %.2g, ' % (
               st.decay, st.bias))
-  if st.gamma != ('none' if st.name in ('SGLD', 'PSGLD frozen') else
-                  'corrected' if st.name.startswith('Monge') else
-                  st.name.split()[1]):
+  if st.gamma != _drawn_gamma(st.name):  # Changed by advice.
     said += 'gamma %s, ' % st.gamma
   if st.frozen is not None and st.name != 'PSGLD frozen':
     said += 'frozen, '
@@ -304,7 +309,7 @@ def follow(settings, changes, step):
     elif c.parameter == 'preconditioner_decay_rate' and c.value is not None:
       st = st._replace(decay=float(c.value))
     elif c.parameter == 'num_adaptation_steps' and st.name != 'SGLD':
-      st = st._replace(frozen='burn')
+      st = st._replace(frozen=c.value)
     else:
       return None
   if st.frozen is not None:  # Frozen when the (rerun's) burn-in ends.
@@ -351,8 +356,9 @@ def one_run(rng, quick, advice=False):
   settings = draw_settings(rng, quick)
   row = _kernel_run(family, target, fn, reference, init, project,
                     predictions, settings)
+  changes, step = row.pop('changes'), row.pop('step')
   if advice and row['said'] and row['what'] != 'raised':
-    rerun = follow(settings, row.pop('changes'), row.pop('step'))
+    rerun = follow(settings, changes, step)
     row['rerun'] = None if rerun is None else _kernel_run(
         family, target, fn, reference, init, project, predictions, rerun)
   return row
@@ -372,8 +378,7 @@ def _kernel_run(family, target, fn, reference, init, project, predictions,
   row = judged(family, target, label(settings),
                *panel.run_error(run.samples, reference, project=project),
                run.said, run.seconds)
-  row.update(changes=run.changes, step=run.step)
-  return row
+  return dict(row, changes=run.changes, step=run.step)
 
 
 def one_fit_run(rng, quick):
@@ -532,13 +537,13 @@ def fixed(row):
 
 def advice_summary(rows):
   """The advice's rows (one per warned kernel run) and its rate: ``(table, (k, n, low, high))``."""
-  warned = [r for r in rows if 'rerun' in r]
+  told = [r for r in rows if 'rerun' in r]
   table = [[r['target'], r['sampler'], '%+.3g ± %.2g' % (r['err'], r['se']),
             '—' if r['rerun'] is None else r['rerun']['sampler'],
             '—' if r['rerun'] is None else '%+.3g ± %.2g' % (
                 r['rerun']['err'], r['rerun']['se']),
-            'yes' if fixed(r) else 'no'] for r in warned]
-  return table, rate(warned, lambda r: True, fixed)
+            'yes' if fixed(r) else 'no'] for r in told]
+  return table, rate(told, lambda r: True, fixed)
 
 
 def _run_batch(job):
@@ -590,8 +595,8 @@ def main(args=None):
             '--seed %d`. %d chains a run. "off": the deciding error beyond '
             '10%% by two standard errors, or beyond 100%%; "within": within '
             '5%% by as much. "told unread": the run said only that it could '
-            'not be read (too short, or its reading too imprecise to '
-            'confirm within 10%%), with the length it needs: not silent, '
+            'not be read (too short, or its reading too imprecise to rule '
+            'out a spread 10%% off), with the length it needs: not silent, '
             'and no claim of a bias. '
             'Rates with 95%% Wilson intervals:\n\n%s'
             % (' --quick' if args.quick else '', runs, seed, panel.CHAINS,

@@ -84,9 +84,9 @@ def changes_of(message):
   return tuple(getattr(message, 'changes', ()))
 
 
-def named(who, message, suffix=''):
-  """``"<who>: <message><suffix>"``, an `Advice` with `message`'s changes."""
-  return Advice('%s: %s%s' % (who, message, suffix), changes_of(message))
+def named(who, message):
+  """``"<who>: <message>"``, an `Advice` with `message`'s changes."""
+  return Advice('%s: %s' % (who, message), changes_of(message))
 
 
 def warn(message, who=None, stacklevel=2):
@@ -115,4 +115,5 @@ def frozen_metric():
 
 
 def corrected_gamma():
+  """Use the corrected Γ."""
   return (Change('gamma', value='corrected'),)

@@ -11,7 +11,6 @@ epoch is outside the regime, naming the parameter to change.
 them.
 """
 
-
 import numpy as np
 import tensorflow as tf
 
