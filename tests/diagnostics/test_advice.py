@@ -165,3 +165,48 @@ def test_a_hierarchical_run_off_with_a_wide_reading_is_not_silent():
                       burnin=settings.burn)
   assert run.said == [panel.UNREAD], run.said
   assert run.changes and run.changes[0].parameter == 'num_results'
+
+
+def test_a_coordinate_with_too_few_effective_draws_is_told_with_the_length_it_needs():
+  """A whole state judged accurate whose fewest effective draws in one coordinate (450 at the defaults: a variance within 20% at 3 se) are short: told at the end that the chains have not mixed there, with ``450 / size`` times the draws."""
+  assert temperature.mixed_size() == pytest.approx(450.)
+  fine = temperature.Reading(1.0, 0.01, 4000., 1., 1., 0., 10)
+  said = temperature.advice_per_part(
+      {'overall': fine}, 'overall', lambda _: 'the whole state', 1.,
+      'step_size', precise=True, fewest=(100., 'coordinate 3 of the state'))
+  said = said['overall']
+  assert said.startswith('coordinate 3 of the state has 100 effective')
+  assert 'too short to tell' in said and 'at least 5 times' in said
+  assert said.changes == (Change('num_results', factor=5),)
+  for quiet in (dict(precise=False, fewest=(100., 'c')),
+                dict(precise=True, final=False, fewest=(100., 'c')),
+                dict(precise=True, fewest=(450., 'c'))):
+    assert not temperature.advice_per_part(
+        {'overall': fine}, 'overall', lambda _: 'it', 1., 'step_size',
+        **quiet), quiet
+  # A reading that finds a bias keeps its own advice.
+  hot = fine._replace(temperature=1.5, first_half=1.5, second_half=1.5)
+  said = temperature.advice_per_part(
+      {'overall': hot}, 'overall', lambda _: 'it', 1., 'step_size',
+      precise=True, fewest=(100., 'c'))['overall']
+  assert 'too short' not in said and 'configurational temperature' in said
+
+
+@pytest.mark.slow
+def test_a_short_funnel_run_whose_neck_has_not_mixed_is_not_silent():
+  """A drawn funnel (one x, v of sd 1.4) under SGLD for 2,222 steps: its sds 40% low against the exact funnel, the temperature within its band; the neck's few effective draws across the 64 chains are told, with the length it needs."""
+  from benchmarks import panel  # pylint: disable=g-import-not-at-top
+  from benchmarks import panel_generated as generated  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng([680754, 168])
+  assert generated.FAMILIES[int(rng.integers(len(generated.FAMILIES)))] == (
+      'funnel')
+  target, fn, reference, init, project, _ = generated.draw_funnel(rng)
+  settings = generated.draw_settings(rng, False)
+  assert target.startswith('funnel, 1 x'), target
+  run = panel.run_one(fn, init, None, generated.factory(settings), 1e-4,
+                      settings.steps, max(4, settings.steps // 2000), False,
+                      burnin=settings.burn)
+  err, se, _ = panel.run_error(run.samples, reference, project=project)
+  assert abs(err) - 2. * se > 0.1, (err, se)  # Off: the truth.
+  assert run.said == [panel.UNREAD], run.said
+  assert run.changes and run.changes[0].parameter == 'num_results'

@@ -62,7 +62,8 @@ from tfp_adaptive.diagnostics import effective_size as ess_lib
 
 __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
            'STEP_SHARE_FACTOR', 'TOLERANCE', 'advice', 'advice_per_part',
-           'confirms', 'not_the_step', 'other_cause', 'too_short',
+           'confirms', 'mixed_size', 'not_the_step', 'other_cause',
+           'too_short', 'unmixed',
            'effective_size',
            'final_verdict', 'pooled_effective_size', 'read', 'read_ratio',
            'unless_refuted', 'verdict']
@@ -351,7 +352,8 @@ def other_cause(adaptive, gamma, minibatch, step_name='step_size'):
 def advice_per_part(readings, whole, where, temperature, step_name,
                     adaptive=False, gamma='none', tolerance=TOLERANCE,
                     final=True, extra_wholes=(), step_share=None,
-                    minibatch=False, draws=None, precise=False):
+                    minibatch=False, draws=None, precise=False,
+                    fewest=None):
   """`advice` for a run read whole and per part: ``{key: message}`` of the parts to report.
 
   The whole run is reported on first. While it has not settled (or, before
@@ -382,6 +384,11 @@ def advice_per_part(readings, whole, where, temperature, step_name,
       tolerance (`imprecise`) as such, with the length it needs
       (`too_imprecise`), instead of its parts: silence then rules out
       draws that far off.
+    fewest: optional ``(effective_size, name)`` of the coordinate (or
+      prediction) with the fewest effective draws across the chains; with
+      `precise`, a whole run judged accurate whose fewest are under
+      `mixed_size` is reported as not mixed (`unmixed`) instead of its
+      parts.
   """
   whole_said = final_verdict(readings[whole], temperature, tolerance, final)
   in_transit = whole_said == 'unsettled' or (not final and
@@ -395,6 +402,10 @@ def advice_per_part(readings, whole, where, temperature, step_name,
   if final and whole_said == 'too short':
     return {whole: too_short(where(whole), readings[whole],
                              draws or _draws(step_name), step_name)}
+  if (final and precise and fewest is not None and
+      whole_said == 'accurate' and fewest[0] < mixed_size(tolerance)):
+    return {whole: unmixed(fewest[1], fewest[0], tolerance,
+                           draws or _draws(step_name), step_name)}
   if final and precise and imprecise(readings[whole], temperature,
                                      tolerance):
     return {whole: too_imprecise(where(whole), readings[whole], temperature,
@@ -464,6 +475,42 @@ def too_imprecise(where, reading, temperature=1., tolerance=TOLERANCE,
       'model\'s scale or a heavy tail. Run at least %d times as many %s.'
       % (where, reading.temperature, reading.standard_error, temperature,
          reading.effective_size, round(100 * tolerance), times, more),
+      (advice_lib.Change(advice_lib.LENGTH[step_name], factor=times),))
+
+
+def mixed_size(tolerance=TOLERANCE):
+  """The effective draws a coordinate needs for its spread to be known within twice `tolerance` in variance (10% in sd at the default).
+
+  A variance read from ``N`` effective Gaussian draws has a relative
+  standard error of ``sqrt(2/N)``; ``INTERVAL_Z`` of them within
+  ``2·tolerance`` takes ``N ≥ 2·(INTERVAL_Z / (2·tolerance))²``: 450 at
+  the defaults, the precision `imprecise` asks of the temperature.
+  """
+  return 2. * (INTERVAL_Z / (2. * tolerance)) ** 2
+
+
+def unmixed(where, size, tolerance=TOLERANCE, draws=None,
+            step_name='step_size'):
+  """The warning of a run one of whose coordinates has too few effective draws to know its spread (`mixed_size`), with the length it needs (an `Advice`).
+
+  `size`: the coordinate's effective draws across the chains, counted as
+  `tfp_adaptive.diagnostics.effective_size.cross_chain_effective_size`
+  counts them (chains that disagree count as few draws), and `where`
+  names it. Whatever the temperature reads, such a coordinate's spread
+  cannot be vouched for: a chain that has not yet crossed a funnel's neck
+  or a hierarchical scale's range reads the temperature of where it has
+  been. The run needs about ``mixed_size / size`` times the draws (an
+  estimate from so short a run: it may take more).
+  """
+  need = mixed_size(tolerance)
+  times = int(np.ceil(need / max(size, 1e-3) - 1e-9))
+  more = draws or _draws(step_name)
+  return advice_lib.Advice(
+      '%s has %.0f effective draws across the chains, fewer than the %.0f '
+      'it takes to know its spread within %d%%: the chains have not mixed '
+      'there, and the run is too short to tell whether its draws are from '
+      'the target. Run at least %d times as many %s.'
+      % (where, size, need, round(100 * tolerance), times, more),
       (advice_lib.Change(advice_lib.LENGTH[step_name], factor=times),))
 
 

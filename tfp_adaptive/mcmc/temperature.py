@@ -120,6 +120,7 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
       'a callable taking the state parts and returning a Tensor')
   parts = [tf.convert_to_tensor(p) for p in kernel_lib.as_list(samples)]
   n = int(parts[0].shape[0])
+  drawn = parts  # Every draw, for the coordinates' effective sizes.
   keep = np.unique(np.linspace(0, n - 1, min(n, max_draws)).round().astype(int))
   inner, parts, to_outer = _sampled_space(kernel, [tf.gather(p, keep)
                                                    for p in parts])
@@ -146,11 +147,21 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
         curvature[0], curvature[1], sum(sizes), shared)
   tau = float(inner.parameters.get('temperature', 1.))
   predicted = None
+  fewest = _fewest(_state_sizes(drawn, chain_ndims),
+                   _coordinate_names(drawn, chain_ndims))
   if predictions is not None:
-    predicted = prediction_force.read(
-        *_prediction_terms(predictions, to_outer, parts, grads, seed,
-                           chain_ndims, scales), temperature=tau,
-        shared_noise=shared)
+    terms = _prediction_terms(predictions, to_outer, parts, grads, seed,
+                              chain_ndims, scales)
+    predicted = prediction_force.read(*terms, temperature=tau,
+                                      shared_noise=shared)
+    # Mixing is judged where the run is compared: a network's weights
+    # need not mix for its predictions to. Only the read draws have
+    # predictions; too few of them to count the draws it takes say
+    # nothing.
+    fewest = None
+    if terms[0].shape[0] * terms[0].shape[1] >= 2. * temperature_lib.mixed_size(
+        tolerance):
+      fewest = _fewest(_sizes(terms[0]), lambda i: 'prediction %d' % i)
   if warn:
     ours = isinstance(inner, kernel_lib.AdaptiveSGMCMC)
     params = inner.parameters
@@ -163,7 +174,7 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
         step_share=_step_share(regime),
         minibatch=bool(getattr(params.get('target_log_prob_fn'),
                                'needs_seed', False)),
-        precise=True).values())
+        precise=True, fewest=fewest).values())
     messages += mean_force.advice_per_part(
         shifts, readings['overall'], where, 'step_size', adaptive, gamma)
     if predicted is not None:
@@ -180,32 +191,77 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
 
 
 def _too_short_if_the_state_is(readings, blocks):
-  """Caps the whole state's effective draws at the states' own, when those are fewer than a reading needs.
+  """Caps the whole state's effective draws at the states' own, when those are fewer than a reading needs; returns each coordinate's.
 
   The virials are centred on the mean of the draws: from chains that have
   hardly moved, that centre is the states' own and the reading is biased
   low (by about one over the states' effective size), however many
   effective draws the virial series itself has. The states' effective
-  size is the median over coordinates of the multi-chain estimate
-  (`tfp_adaptive.diagnostics.effective_size.cross_chain_effective_size`,
-  which counts chains that have not mixed with each other as few
-  draws). Such a run is too short to read
+  size is the median over coordinates of `_sizes`, the multi-chain
+  estimate, which counts chains that have not mixed with each other as
+  few draws. Such a run is too short to read
   (`tfp_adaptive.diagnostics.temperature.too_short`); from so short a
   run, the estimate is an upper bound. `blocks`: each state part as
   ``[draws, chains, D]``.
   """
-  state = np.concatenate(blocks, -1)  # [draws, chains, D], every part.
-  if state.shape[1] >= 2:
-    size = ess_lib.cross_chain_effective_size(state)
-  else:
-    size = ess_lib.effective_size(state[:, 0])
-  size = float(np.median(np.nan_to_num(np.asarray(size, np.float64),
-                                        nan=0.)))
+  size = float(np.median(_sizes(np.concatenate(blocks, -1))))
   if size < temperature_lib.MIN_EFFECTIVE_SIZE:
     for key in ('overall', 'laplacian'):
       if key in readings:
         readings[key] = readings[key]._replace(effective_size=min(
             readings[key].effective_size, size))
+
+
+_SIZE_DRAWS = 4096  # Draws a chain counted for the coordinates' sizes.
+_SIZE_VALUES = 1 << 21  # Values transformed at once.
+
+
+def _sizes(values):
+  """Each coordinate's effective size in ``[draws, chains, D]`` `values`: across the chains (`tfp_adaptive.diagnostics.effective_size.cross_chain_effective_size`) from two of them, else the one chain's; 0 where undefined.
+
+  At most `_SIZE_DRAWS` draws a chain, evenly spaced, are counted (draws
+  that far apart add little), a few coordinates at a time.
+  """
+  n, chains = values.shape[:2]
+  if n > _SIZE_DRAWS:
+    values = values[np.linspace(0, n - 1, _SIZE_DRAWS).round().astype(int)]
+  width = max(1, _SIZE_VALUES // (values.shape[0] * chains))
+  out = []
+  for i in range(0, values.shape[-1], width):
+    chunk = values[..., i:i + width]
+    out.append(ess_lib.cross_chain_effective_size(chunk) if chains >= 2 else
+               ess_lib.effective_size(chunk[:, 0]))
+  return np.nan_to_num(np.concatenate(
+      [np.reshape(np.asarray(x, np.float64), [-1]) for x in out]), nan=0.)
+
+
+def _state_sizes(parts, chain_ndims):
+  """Each coordinate's effective size (`_sizes`) in the state `parts` (``[draws, chains..., event...]``), at most `_SIZE_DRAWS` draws a chain."""
+  n = int(parts[0].shape[0])
+  keep = np.linspace(0, n - 1, min(n, _SIZE_DRAWS)).round().astype(int)
+  blocks = [np.asarray(tf.gather(p, np.unique(keep))) for p in parts]
+  blocks = [b.reshape(b.shape[0], int(np.prod(b.shape[1:1 + chain_ndims])),
+                      -1) for b in blocks]
+  return _sizes(np.concatenate(blocks, -1))
+
+
+def _fewest(sizes, name):
+  """``(size, name(i))`` of the coordinate ``i`` with the fewest effective draws."""
+  i = int(np.argmin(sizes))
+  return float(sizes[i]), name(i)
+
+
+def _coordinate_names(parts, chain_ndims):
+  """``i -> str``: the name of the ``i``-th coordinate of the concatenated state parts."""
+  sizes = [int(np.prod(p.shape[1 + chain_ndims:])) for p in parts]
+  starts = np.cumsum([0] + sizes)
+
+  def name(i):
+    k = int(np.searchsorted(starts, i, side='right')) - 1
+    if len(parts) == 1:
+      return 'coordinate %d of the state' % i
+    return 'coordinate %d of state part %d' % (i - starts[k], k)
+  return name
 
 
 def _step_share(regime):
