@@ -49,9 +49,9 @@ Reported: the **miss rate**, among the runs off by more than 10% (beyond
 two standard errors, or by more than 100% whatever the error), the share
 that said nothing, and the **false-alarm rate**, among the runs within 5%
 (by two standard errors), the share that warned of a bias. A run told
-only that it could not be read (too short, or a reading too imprecise to
-rule out a spread 10% off, with the length it needs) is not silent and
-claims no
+only that it could not be read (too short, a reading too imprecise to
+rule out a spread 10% off, or a coordinate with too few effective draws
+across the chains, with the length it needs) is not silent and claims no
 bias; the shares of the runs within and off so told are reported too.
 Each rate with its 95% Wilson interval (`scipy.stats.binomtest`), over
 all runs, the kernels' runs, and per family. Writes
@@ -482,7 +482,7 @@ def summary(rows):
 
   A miss: a run off that said nothing. A false alarm: a run within that
   said it is biased. Besides, the share of the runs within that were told
-  they could not be read (too short or too imprecise), what the checks
+  they could not be read (too short, too imprecise or not mixed), what the checks
   cost an accurate run, and of the runs off told only that.
   """
   out = []
@@ -595,8 +595,9 @@ def main(args=None):
             '--seed %d`. %d chains a run. "off": the deciding error beyond '
             '10%% by two standard errors, or beyond 100%%; "within": within '
             '5%% by as much. "told unread": the run said only that it could '
-            'not be read (too short, or its reading too imprecise to rule '
-            'out a spread 10%% off), with the length it needs: not silent, '
+            'not be read (too short, its reading too imprecise to rule out '
+            'a spread 10%% off, or a coordinate with too few effective draws '
+            'across the chains), with the length it needs: not silent, '
             'and no claim of a bias. '
             'Rates with 95%% Wilson intervals:\n\n%s'
             % (' --quick' if args.quick else '', runs, seed, panel.CHAINS,
