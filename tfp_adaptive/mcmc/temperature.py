@@ -146,22 +146,13 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
     readings['laplacian'] = temperature_lib.read_ratio(
         curvature[0], curvature[1], sum(sizes), shared)
   tau = float(inner.parameters.get('temperature', 1.))
-  predicted = None
-  fewest = _fewest(_state_sizes(drawn, chain_ndims),
-                   _coordinate_names(drawn, chain_ndims))
+  predicted = values = None
   if predictions is not None:
     terms = _prediction_terms(predictions, to_outer, parts, grads, seed,
                               chain_ndims, scales)
     predicted = prediction_force.read(*terms, temperature=tau,
                                       shared_noise=shared)
-    # Mixing is judged where the run is compared: a network's weights
-    # need not mix for its predictions to. Only the read draws have
-    # predictions; too few of them to count the draws it takes say
-    # nothing.
-    fewest = None
-    if terms[0].shape[0] * terms[0].shape[1] >= 2. * temperature_lib.mixed_size(
-        tolerance):
-      fewest = _fewest(_sizes(terms[0]), lambda i: 'prediction %d' % i)
+    values = terms[0]
   if warn:
     ours = isinstance(inner, kernel_lib.AdaptiveSGMCMC)
     params = inner.parameters
@@ -174,7 +165,8 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
         step_share=_step_share(regime),
         minibatch=bool(getattr(params.get('target_log_prob_fn'),
                                'needs_seed', False)),
-        precise=True, fewest=fewest).values())
+        precise=True,
+        fewest=_fewest_draws(drawn, chain_ndims, values, tolerance)).values())
     messages += mean_force.advice_per_part(
         shifts, readings['overall'], where, 'step_size', adaptive, gamma)
     if predicted is not None:
@@ -233,6 +225,24 @@ def _sizes(values):
                ess_lib.effective_size(chunk[:, 0]))
   return np.nan_to_num(np.concatenate(
       [np.reshape(np.asarray(x, np.float64), [-1]) for x in out]), nan=0.)
+
+
+def _fewest_draws(parts, chain_ndims, predictions, tolerance):
+  """``(size, name)`` of the coordinate with the fewest effective draws across the chains, or `None` when they cannot be counted.
+
+  Mixing is judged where the run is compared: given the values of its
+  `predictions` (``[draws, chains, K]`` at the read draws), among them (a
+  network's weights need not mix for its outputs to), when the read draws
+  are at least twice the `mixed_size` (fewer cannot show it); otherwise
+  among the state's coordinates, over every draw.
+  """
+  if predictions is None:
+    return _fewest(_state_sizes(parts, chain_ndims),
+                   _coordinate_names(parts, chain_ndims))
+  if (predictions.shape[0] * predictions.shape[1] <
+      2. * temperature_lib.mixed_size(tolerance)):
+    return None
+  return _fewest(_sizes(predictions), lambda i: 'prediction %d' % i)
 
 
 def _state_sizes(parts, chain_ndims):
