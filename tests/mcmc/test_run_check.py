@@ -136,3 +136,20 @@ def test_a_run_too_short_to_read_says_so_with_the_length_it_needs():
   assert told and not said, (told, steps)
   assert temperature_lib.final_verdict(report.temperature['overall'],
                                        1.) == 'accurate'
+
+
+def test_the_fewest_effective_draws_are_counted_where_the_run_is_compared():
+  """Without predictions, among the state's coordinates over every draw; with them, among the predictions, whose chains here disagree in one of three (each sits at its own offset) while the state mixes; with too few read predictions to show 450 draws, not at all."""
+  from tfp_adaptive.mcmc import temperature as mcmc_temperature  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  state = [tf.constant(rng.normal(size=[2000, 8, 3]), tf.float32),
+           tf.constant(rng.normal(size=[2000, 8]), tf.float32)]
+  size, name = mcmc_temperature._fewest_draws(state, 1, None, 0.1)  # pylint: disable=protected-access
+  assert size > 4 * temperature_lib.mixed_size(), size
+  assert name.startswith('coordinate ') and 'of state part ' in name, name
+  predictions = rng.normal(size=[300, 8, 3])
+  predictions[..., 2] += 3. * rng.normal(size=8)  # Each chain its own.
+  size, name = mcmc_temperature._fewest_draws(state, 1, predictions, 0.1)  # pylint: disable=protected-access
+  assert name == 'prediction 2' and size < 50, (size, name)
+  assert mcmc_temperature._fewest_draws(  # pylint: disable=protected-access
+      state, 1, predictions[:50], 0.1) is None  # 400 < 900 read.
