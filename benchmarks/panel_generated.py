@@ -482,8 +482,8 @@ def summary(rows):
 
   A miss: a run off that said nothing. A false alarm: a run within that
   said it is biased. Besides, the share of the runs within that were told
-  they could not be read (too short, too imprecise or not mixed), what the checks
-  cost an accurate run, and of the runs off told only that.
+  they could not be read (too short, too imprecise or not mixed), what
+  the checks cost an accurate run, and of the runs off told only that.
   """
   out = []
   picks = [('all', lambda r: True),

@@ -183,7 +183,7 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
 
 
 def _too_short_if_the_state_is(readings, blocks):
-  """Caps the whole state's effective draws at the states' own, when those are fewer than a reading needs; returns each coordinate's.
+  """Caps the whole state's effective draws at the states' own, when those are fewer than a reading needs.
 
   The virials are centred on the mean of the draws: from chains that have
   hardly moved, that centre is the states' own and the reading is biased
@@ -211,12 +211,9 @@ _SIZE_VALUES = 1 << 21  # Values transformed at once.
 def _sizes(values):
   """Each coordinate's effective size in ``[draws, chains, D]`` `values`: across the chains (`tfp_adaptive.diagnostics.effective_size.cross_chain_effective_size`) from two of them, else the one chain's; 0 where undefined.
 
-  At most `_SIZE_DRAWS` draws a chain, evenly spaced, are counted (draws
-  that far apart add little), a few coordinates at a time.
+  A few coordinates at a time, to bound the transforms' memory.
   """
-  n, chains = values.shape[:2]
-  if n > _SIZE_DRAWS:
-    values = values[np.linspace(0, n - 1, _SIZE_DRAWS).round().astype(int)]
+  chains = values.shape[1]
   width = max(1, _SIZE_VALUES // (values.shape[0] * chains))
   out = []
   for i in range(0, values.shape[-1], width):
@@ -246,13 +243,12 @@ def _fewest_draws(parts, chain_ndims, predictions, tolerance):
 
 
 def _state_sizes(parts, chain_ndims):
-  """Each coordinate's effective size (`_sizes`) in the state `parts` (``[draws, chains..., event...]``), at most `_SIZE_DRAWS` draws a chain."""
+  """Each coordinate's effective size (`_sizes`) in the state `parts` (``[draws, chains..., event...]``), from at most `_SIZE_DRAWS` draws a chain, evenly spaced (draws that far apart add little)."""
   n = int(parts[0].shape[0])
-  keep = np.linspace(0, n - 1, min(n, _SIZE_DRAWS)).round().astype(int)
-  blocks = [np.asarray(tf.gather(p, np.unique(keep))) for p in parts]
-  blocks = [b.reshape(b.shape[0], int(np.prod(b.shape[1:1 + chain_ndims])),
-                      -1) for b in blocks]
-  return _sizes(np.concatenate(blocks, -1))
+  keep = np.unique(np.linspace(0, n - 1, min(n, _SIZE_DRAWS)).round()
+                   .astype(int))
+  return _sizes(np.concatenate(
+      [_blocks(tf.gather(p, keep), 1 + chain_ndims) for p in parts], -1))
 
 
 def _fewest(sizes, name):
