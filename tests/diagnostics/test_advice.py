@@ -49,9 +49,33 @@ def test_a_cold_minibatch_metric_is_frozen_not_stepped():
   assert plain.changes[0].parameter == 'step_size'
 
 
+FROZEN = Change('num_adaptation_steps', value=advice.THE_BURNIN)
+
+
+@pytest.mark.parametrize('gamma', ['none', 'corrected', 'corrected_lagged'])
+def test_a_metric_that_adapts_throughout_is_frozen_first(gamma):
+  """Cold: freezing alone (a fixed metric neither lags nor needs Γ); hot or a shifted mean: freezing with the smaller step."""
+  cold = temperature.advice('the whole state', COLD, 1., 'step_size',
+                            adaptive=True, gamma=gamma)
+  assert cold.changes == (FROZEN,), cold.changes
+  assert 'Freeze the metric' in cold
+  hot = temperature.advice('the whole state', HOT, 1., 'step_size',
+                           adaptive=True, gamma=gamma)
+  assert hot.changes[0] == FROZEN, hot.changes
+  assert [c.parameter for c in hot.changes[1:]] == ['step_size',
+                                                    'num_results']
+  np.testing.assert_allclose(1. / hot.changes[1].factor,
+                             _factor(hot, 'step_size'), rtol=0.01)
+  # A metric frozen after burn-in, or none that adapts: the step alone.
+  for cold_or_hot in (COLD, HOT):
+    fixed = temperature.advice('the whole state', cold_or_hot, 1.,
+                               'step_size', adaptive=False, gamma=gamma)
+    assert fixed.changes[0].parameter == 'step_size', fixed.changes
+
+
 def test_heat_the_step_does_not_explain_names_the_other_cause():
   cases = [(dict(adaptive=False), 'num_results', advice.LONGER),
-           (dict(adaptive=True, gamma='none'), 'gamma', None),
+           (dict(adaptive=True, gamma='none'), 'num_adaptation_steps', None),
            (dict(adaptive=True, gamma='corrected'), 'num_adaptation_steps',
             None)]
   for kwargs, parameter, factor in cases:
@@ -73,14 +97,19 @@ def test_an_unsettled_or_short_run_is_lengthened_by_the_factor_it_prints():
                           Change('burnin', factor=times))
 
 
-def test_a_mean_force_off_without_gamma_asks_for_gamma_first():
+def test_a_mean_force_off_under_an_adapting_metric_freezes_it_first():
   shift = mean_force.Shift(0.3, 0.01, 400., 0.3, 0.3, 0., 10, 2, 3.)
   said = mean_force.advice('state part 0', shift, 'step_size')
   np.testing.assert_allclose(1. / said.changes[0].factor,
                              _factor(said, 'step_size'), rtol=0.01)
   said = mean_force.advice('state part 0', shift, 'step_size', adaptive=True,
                            gamma='none')
-  assert said.changes == (Change('gamma', value='corrected'),)
+  assert said.changes == (FROZEN,)
+  said = mean_force.advice('state part 0', shift, 'step_size', adaptive=True,
+                           gamma='corrected')
+  assert said.changes[0] == FROZEN
+  np.testing.assert_allclose(1. / said.changes[1].factor,
+                             _factor(said, 'step_size'), rtol=0.01)
 
 
 def test_the_regime_numbers_name_their_changes():

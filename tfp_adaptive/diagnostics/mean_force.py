@@ -205,8 +205,10 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
   about in proportion to the step, so lowering it by
   ``|shift| / tolerance`` brings the reading into the band. A metric that
   adapts without its Γ term shifts the mean by an amount that a smaller
-  step does not remove; then ``gamma='corrected'`` or a frozen metric is
-  the fix.
+  step does not remove; then a metric frozen after burn-in (or
+  ``gamma='corrected'``) is the fix. A corrected metric that adapts
+  throughout still shifts it by its moving average's lag: the advice then
+  freezes the metric as well as lowering the step.
 
   Args:
     where: what was read, e.g. ``"state part 0"``.
@@ -247,10 +249,15 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
   changes = advice_lib.smaller_step(step_name, abs(shift.shift) / tolerance)
   if adaptive and not vocabulary.is_corrected(gamma):
     text += (" A metric that adapts without its Γ term shifts the mean by "
-             "an amount that a smaller step does not remove: use "
-             "gamma='corrected', or freeze the metric after burn-in "
-             "(`num_adaptation_steps`).")
-    changes = advice_lib.corrected_gamma()
+             "an amount that a smaller step does not remove: freeze the "
+             "metric after burn-in (`num_adaptation_steps`), or use "
+             "gamma='corrected'.")
+    changes = advice_lib.frozen_metric()
+  elif adaptive:
+    text += (" Freeze the metric after burn-in (`num_adaptation_steps`) as "
+             "well: a moving average that follows the chain shifts it too, "
+             "by an amount a smaller step removes only slowly.")
+    changes = advice_lib.frozen_metric() + changes
   return advice_lib.Advice(text, changes)
 
 

@@ -278,12 +278,22 @@ def advice(where, reading, temperature, step_name, adaptive=False,
             'about %.2gx (and run about as many times more steps, for the '
             'chain to travel as far), or use larger minibatches.'
             % (said, step_name, factor))
-  else:
+    if adaptive:
+      text += (' Freeze the metric after burn-in (`num_adaptation_steps`) '
+               'as well: a moving average that follows the chain heats it '
+               'too, by an amount a smaller step removes only slowly.')
+      changes = advice_lib.frozen_metric() + changes
+  elif adaptive:
     text = ('%s: the chain is narrower than its target, as from a metric '
-            'whose moving average lags the chain. Lower `%s` about %.2gx'
-            % (said, step_name, factor))
-    text += (', or freeze the metric after burn-in '
-             '(`num_adaptation_steps`).' if adaptive else '.')
+            'whose moving average lags the chain. Freeze the metric after '
+            'burn-in (`num_adaptation_steps`): a fixed metric neither lags '
+            'nor needs Γ. Lowering `%s` about %.2gx shrinks the lag too, '
+            'more slowly.' % (said, step_name, factor))
+    changes = advice_lib.frozen_metric()
+  else:
+    text = ('%s: the chain is narrower than its target. Lower `%s` about '
+            '%.2gx.' % (said, step_name, factor))
+  if judged == 'cold':
     text += (' A chain still spreading into directions that only the prior '
              'sets (weights whose norms keep growing) also reads cold: '
              'there, run longer instead.')
@@ -292,7 +302,6 @@ def advice(where, reading, temperature, step_name, adaptive=False,
   elif judged == 'cold' and _metric_holds_gradient(adaptive, gamma,
                                                    minibatch):
     text += ' ' + _MINIBATCH_METRIC
-    changes = advice_lib.frozen_metric()  # No step removes that bias.
   return advice_lib.Advice(text, changes)
 
 
@@ -333,9 +342,10 @@ def other_cause(adaptive, gamma, minibatch, step_name='step_size'):
                              advice_lib.frozen_metric())
   if adaptive and not vocabulary.is_corrected(gamma):
     return advice_lib.Advice(
-        " With an adaptive metric, use gamma='corrected', or freeze the "
-        "metric after burn-in (`num_adaptation_steps`).",
-        advice_lib.corrected_gamma())
+        " A metric that adapts without its Γ term biases the chain: freeze "
+        "the metric after burn-in (`num_adaptation_steps`), which removes "
+        "both Γ and the moving average's lag, or use gamma='corrected'.",
+        advice_lib.frozen_metric())
   if adaptive:
     return advice_lib.Advice(
         " The metric's moving average lags the chain, or rises at a cusp "
