@@ -73,6 +73,31 @@ def test_a_metric_that_adapts_throughout_is_frozen_first(gamma):
     assert fixed.changes[0].parameter == 'step_size', fixed.changes
 
 
+def test_a_run_told_to_run_longer_under_an_adapting_metric_freezes_it_too():
+  """Unsettled, too short, unmixed or too imprecise: the longer rerun also freezes a metric that adapts throughout, and only such a metric."""
+  accurate = temperature.Reading(1., 0.02, 4000., 1., 1., 0., 10)
+  wide = temperature.Reading(1., 0.1, 400., 1., 1., 0., 10)
+  cases = [(dict(readings={0: UNSETTLED}), 'num_results'),
+           (dict(readings={0: SHORT}), 'num_results'),
+           (dict(readings={0: accurate}, fewest=(40., 'coordinate 3')),
+            'num_results'),
+           (dict(readings={0: wide}), 'num_results')]
+  for kwargs, length in cases:
+    for adaptive in (False, True):
+      said, = temperature.advice_per_part(
+          whole=0, where=str, temperature=1., step_name='step_size',
+          adaptive=adaptive, gamma='corrected', precise=True,
+          **kwargs).values()
+      assert said.changes[0].parameter == length, said.changes
+      assert (FROZEN in said.changes) == adaptive, (kwargs, said.changes)
+  shift = mean_force.Shift(0.3, 0.01, 400., 0.6, 0., -20., 10, 2, 3.)
+  for adaptive in (False, True):
+    said = mean_force.advice('state part 0', shift, 'step_size', adaptive,
+                             'corrected')
+    assert 'not settled' in said
+    assert (FROZEN in said.changes) == adaptive, said.changes
+
+
 def test_heat_the_step_does_not_explain_names_the_other_cause():
   cases = [(dict(adaptive=False), 'num_results', advice.LONGER),
            (dict(adaptive=True, gamma='none'), 'num_adaptation_steps', None),
@@ -126,9 +151,29 @@ def test_the_regime_numbers_name_their_changes():
 
 
 def test_a_change_has_a_factor_or_a_value():
-  for bad in (dict(), dict(factor=2., value=1.)):
+  for bad in (dict(), dict(factor=2., value=1.), dict(factor=float('nan')),
+              dict(factor=0.), dict(factor=float('inf')), dict(factor=-2.)):
     with pytest.raises(ValueError, match='factor'):
       Change('step_size', **bad)
+
+
+@pytest.mark.parametrize('value', [float('nan'), float('inf')])
+def test_chains_that_left_the_target_are_told_a_decade_smaller_step(value):
+  """A reading that is not finite gives no factor: a decade, named in the text and the changes alike, never NaN or a zero step."""
+  reading = temperature.Reading(value, value, 0., value, value, 0., 10)
+  shift = mean_force.Shift(value, value, 0., value, value, 0., 10, 0, 3.)
+  numbers = regime.Regime(drift_ratio=float('inf'), gamma_ratio=0., lag=0.,
+                          peak_factor=1.)
+  said = [temperature.advice('the whole state', reading, 1., 'step_size'),
+          mean_force.advice('state part 0', shift, 'step_size'),
+          regime.advice(numbers, ('step_size',), 'step_size', None)[0]]
+  for text in said:
+    assert _factor(text, 'step_size') == advice.DIVERGED, text
+    assert text.changes[:2] == advice.smaller_step('step_size',
+                                                   advice.DIVERGED)
+  frozen = temperature.advice('the whole state', reading, 1., 'step_size',
+                              adaptive=True, gamma='corrected')
+  assert FROZEN in frozen.changes
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ name other fixes after it. A message whose fix has no number (raise
 """
 
 import collections
+import math
 import warnings
 
 #: The run's length, as a `Change` names it: in draws for kernels
@@ -33,6 +34,9 @@ BURNIN = {'step_size': 'num_burnin_steps', 'learning_rate': 'burnin'}
 THE_BURNIN = 'the burn-in'
 #: How much longer "run longer" means, when the reading gives no number.
 LONGER = 4.
+#: How much smaller "a smaller step" means for chains that left the target
+#: (a reading that is not finite gives no factor): a decade.
+DIVERGED = 10.
 
 
 class Change(collections.namedtuple('Change', ['parameter', 'factor',
@@ -56,6 +60,9 @@ class Change(collections.namedtuple('Change', ['parameter', 'factor',
     if (factor is None) == (value is None):
       raise ValueError('A Change has a `factor` or a `value`, not both or '
                        'neither. Received: %r, %r' % (factor, value))
+    if factor is not None and not (math.isfinite(factor) and factor > 0.):
+      raise ValueError('A Change\'s `factor` (for %r) is a finite number '
+                       'above 0. Received: %r' % (parameter, factor))
     return super().__new__(cls, parameter, factor, value)
 
 

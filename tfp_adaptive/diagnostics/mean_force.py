@@ -224,17 +224,20 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
   judged = verdict(shift, tolerance)
   if judged in ('accurate', 'too short'):
     return None
+  if not np.isfinite(shift.shift):
+    return temperature.frozen_too(temperature.left_the_target(
+        'the mean force of %s' % where, step_name), adaptive)
   said = ('the mean force of %s does not balance: %s of its %s %d reads '
           '%.2g ± %.2g (0 at the target, from %.0f effective draws)'
           % (where, formula, item, shift.coordinate, shift.shift,
              shift.standard_error, shift.effective_size))
   if judged == 'unsettled':
-    return advice_lib.Advice(
+    return temperature.frozen_too(advice_lib.Advice(
         '%s and has not settled: the first half of the run reads %.2g, the '
         'second %.2g (%.1f standard errors apart). The chains are still '
         'moving: run longer (about %gx), with a burn-in as much longer.'
         % (said, shift.first_half, shift.second_half, shift.drift_z,
-           advice_lib.LONGER), advice_lib.longer_run(step_name))
+           advice_lib.LONGER), advice_lib.longer_run(step_name)), adaptive)
   if item == 'coordinate':
     exact_where, besides = 'the curvature is diagonal', ''
   else:  # A curved prediction also reads a spread that is off.

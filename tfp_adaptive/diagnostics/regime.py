@@ -128,13 +128,16 @@ def advice(regime, hyperparameters, step_name, preconditioner=None,
     step_estimate = estimates
   if step_estimate and worst['drift_ratio'] > TOLERANCES['drift_ratio']:
     factor = worst['drift_ratio'] / TOLERANCES['drift_ratio']
+    why = '(both biases shrink in proportion)'
+    if not np.isfinite(factor):  # A step overflowed: no factor to give.
+      factor, why = advice_lib.DIVERGED, '(a step overflowed: a first try)'
     text = (
         'drift_ratio = %.3g > %g: the step is large against the target\'s '
         'curvature or the gradient noise, where the sampled spread can be '
-        'off by more than %d%%. Lower `%s` about %.2gx (both biases shrink '
-        'in proportion), or use larger minibatches.'
+        'off by more than %d%%. Lower `%s` about %.2gx %s, or use larger '
+        'minibatches.'
         % (worst['drift_ratio'], TOLERANCES['drift_ratio'], SD_ERROR * 100,
-           step_name, factor))
+           step_name, factor, why))
     if without_replacement:
       text += (
           ' With minibatches dealt without replacement (reshuffled epochs), '

@@ -62,8 +62,8 @@ from tfp_adaptive.diagnostics import effective_size as ess_lib
 
 __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
            'STEP_SHARE_FACTOR', 'TOLERANCE', 'advice', 'advice_per_part',
-           'confirms', 'mixed_size', 'not_the_step', 'other_cause',
-           'too_short', 'unmixed',
+           'confirms', 'frozen_too', 'left_the_target', 'mixed_size',
+           'not_the_step', 'other_cause', 'too_short', 'unmixed',
            'effective_size',
            'final_verdict', 'pooled_effective_size', 'read', 'read_ratio',
            'unless_refuted', 'verdict']
@@ -242,6 +242,10 @@ def advice(where, reading, temperature, step_name, adaptive=False,
   judged = final_verdict(reading, temperature, tolerance, final)
   if judged in ('accurate', 'too short'):
     return None
+  if not np.isfinite(reading.temperature):
+    return frozen_too(left_the_target(
+        'the configurational temperature of %s' % where, step_name),
+                      adaptive)
   said = ('the configurational temperature of %s reads %.3g ± %.2g (τ = %g, '
           'from %.0f effective draws)' % (where, reading.temperature,
                                           reading.standard_error, temperature,
@@ -256,13 +260,13 @@ def advice(where, reading, temperature, step_name, adaptive=False,
       longer = 'run at least %d times as many %s, with a longer burn-in' % (
           times, draws or ('epochs' if step_name == 'learning_rate' else
                            'draws'))
-    return advice_lib.Advice(
+    return frozen_too(advice_lib.Advice(
         '%s and has not settled: the first half of the run reads %.3g, '
         'the second %.3g (%.1f standard errors apart). The chain has not '
         'reached its stationary distribution, so its samples are not yet '
         'draws from the target: %s.'
         % (said, reading.first_half, reading.second_half, reading.drift_z,
-           longer), advice_lib.longer_run(step_name, times))
+           longer), advice_lib.longer_run(step_name, times)), adaptive)
   factor = abs(reading.temperature / temperature - 1.) / tolerance
   if judged == 'hot' and not_the_step(reading, temperature, step_share):
     cause = other_cause(adaptive, gamma, minibatch, step_name)
@@ -303,6 +307,39 @@ def advice(where, reading, temperature, step_name, adaptive=False,
                                                    minibatch):
     text += ' ' + _MINIBATCH_METRIC
   return advice_lib.Advice(text, changes)
+
+
+def left_the_target(what, step_name):
+  """The warning of a reading that is not finite: the chains left the target (an `Advice` with a step `advice_lib.DIVERGED` times smaller).
+
+  `what`: the reading, e.g. ``"the configurational temperature of the
+  whole state"``.
+  """
+  return advice_lib.Advice(
+      '%s cannot be read: it is not finite, so some chain left the target '
+      '(its state or gradient overflowed), as from a step too large for the '
+      "target's stiffest direction. No reading gives the factor. Lower `%s` "
+      'about %gx (and run as many times more steps), then read the run '
+      'again.' % (what, step_name, advice_lib.DIVERGED),
+      advice_lib.smaller_step(step_name, advice_lib.DIVERGED))
+
+
+def frozen_too(message, adaptive):
+  """`message` (an `Advice` that lengthens the run), with the metric also frozen after burn-in when it adapts throughout (`adaptive`).
+
+  A run too short, too imprecise or unsettled is rerun longer; under a
+  metric that keeps adapting, that rerun also keeps the moving average's
+  lag behind the chain, a bias that no length removes and that the
+  longer run may then read. Frozen after burn-in, the metric is fixed and
+  the sampler exact up to its step.
+  """
+  if not adaptive:
+    return message
+  return advice_lib.Advice(
+      str(message) + ' Freeze the metric after burn-in as well '
+      '(`num_adaptation_steps`): a moving average that keeps following the '
+      'chain biases it by an amount no length removes.',
+      advice_lib.changes_of(message) + advice_lib.frozen_metric())
 
 
 def not_the_step(reading, temperature, step_share):
@@ -410,16 +447,19 @@ def advice_per_part(readings, whole, where, temperature, step_name,
         readings[k], temperature, tolerance, final) != whole_said]
   out = {}
   if final and whole_said == 'too short':
-    return {whole: too_short(where(whole), readings[whole],
-                             draws or _draws(step_name), step_name)}
+    return {whole: frozen_too(too_short(where(whole), readings[whole],
+                                        draws or _draws(step_name),
+                                        step_name), adaptive)}
   if (final and precise and fewest is not None and
       whole_said == 'accurate' and fewest[0] < mixed_size(tolerance)):
-    return {whole: unmixed(fewest[1], fewest[0], tolerance,
-                           draws or _draws(step_name), step_name)}
+    return {whole: frozen_too(unmixed(fewest[1], fewest[0], tolerance,
+                                      draws or _draws(step_name), step_name),
+                              adaptive)}
   if final and precise and imprecise(readings[whole], temperature,
                                      tolerance):
-    return {whole: too_imprecise(where(whole), readings[whole], temperature,
-                                 tolerance, draws, step_name)}
+    return {whole: frozen_too(too_imprecise(where(whole), readings[whole],
+                                            temperature, tolerance, draws,
+                                            step_name), adaptive)}
   for key in keys:
     if not final and final_verdict(readings[key], temperature, tolerance,
                                    final) == 'unsettled':
