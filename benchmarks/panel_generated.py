@@ -35,7 +35,9 @@ printed:
 Run ``i`` draws from its own generator, seeded by ``(seed, i)``, so that
 one run is reproduced alone. The runs go in batches (``--batch``, 10 by
 default), each batch in a fresh process: every run compiles its own XLA
-functions, which a process keeps until it exits.
+functions, which a process keeps until it exits. ``--jobs`` batches run at
+once (default: one per CPU core); the rows come out in the runs' order
+whatever the jobs, since each run draws from its own seed.
 
 Each run goes through `tfa.mcmc.sample` as a user's would (64 chains);
 its error is `benchmarks.panel.run_error` against the truth (sds and
@@ -515,6 +517,9 @@ def add_arguments(parser):
                       'and printed)')
   parser.add_argument('--batch', type=int, default=10,
                       help='runs per child process (default 10)')
+  parser.add_argument('--jobs', type=int, default=None,
+                      help='batches run at once, each in its own process '
+                      '(default: the CPU cores)')
   parser.add_argument('--advice', action='store_true',
                       help='rerun each warned kernel run following its '
                       'advice, and report how often that fixed it')
@@ -535,15 +540,30 @@ def fixed(row):
   return bool(rerun['within'] or abs(rerun['err']) <= abs(row['err']) / 2.)
 
 
+def unread_only(row):
+  """Whether a run was told only that it could not be read (no claim of a bias)."""
+  return bool(row['said']) and set(row['said']) <= {panel.UNREAD}
+
+
 def advice_summary(rows):
   """The advice's rows (one per warned kernel run) and its rate: ``(table, (k, n, low, high))``."""
   told = [r for r in rows if 'rerun' in r]
   table = [[r['target'], r['sampler'], '%+.3g ± %.2g' % (r['err'], r['se']),
+            ', '.join(r['said']),
             '—' if r['rerun'] is None else r['rerun']['sampler'],
             '—' if r['rerun'] is None else '%+.3g ± %.2g' % (
                 r['rerun']['err'], r['rerun']['se']),
             'yes' if fixed(r) else 'no'] for r in told]
   return table, rate(told, lambda r: True, fixed)
+
+
+def advice_rates(rows):
+  """Markdown rows of the advice's rate: all warned kernel runs, those warned of a bias, those told only unread."""
+  told = [r for r in rows if 'rerun' in r]
+  return [[name, _rate_cell(*rate(told, among, fixed))] for name, among in (
+      ('every warned run', lambda r: True),
+      ('warned of a bias', lambda r: not unread_only(r)),
+      ('told only that it could not be read', unread_only))]
 
 
 def _run_batch(job):
@@ -567,8 +587,10 @@ def main(args=None):
            args.device, advice) for k in range(0, runs, batch)]
   rows = []
   # One fresh process per batch (spawned: no TensorFlow state inherited).
+  jobs_at_once = max(1, min(len(jobs), getattr(args, 'jobs', None) or
+                            os.cpu_count() or 1))
   with multiprocessing.get_context('spawn').Pool(
-      1, maxtasksperchild=1) as pool:
+      jobs_at_once, maxtasksperchild=1) as pool:
     for done in pool.imap(_run_batch, jobs):
       for r in done:
         print('%3d %-44s %-62s %s %+.3f ± %.3f  %s' % (
@@ -608,7 +630,8 @@ def main(args=None):
     common.write_table(
         os.path.join(out, 'panel_advice.md'),
         'The generated panel: warned runs rerun as their advice says',
-        ['target', 'sampler', 'error', 'rerun', 'its error', 'fixed'],
+        ['target', 'sampler', 'error', 'said', 'rerun', 'its error',
+         'fixed'],
         table, note=(
             'Command: `python -m benchmarks.panel --generated --advice%s '
             '--runs %d --seed %d`. Each warned kernel run is run again with '
@@ -619,9 +642,10 @@ def main(args=None):
             'the rerun\'s burn-in ends, Γ or the decay as named. "fixed": '
             'the rerun within 5%% (by two standard errors) or at most half '
             'as far off; a run whose advice names no change counts as not '
-            'fixed. Fixed: %s (95%% Wilson interval).'
+            'fixed. Fixed, with 95%% Wilson intervals:\n\n%s'
             % (' --quick' if args.quick else '', runs, seed, LONGEST,
-               _rate_cell(k, n, low, high))))
+               common.markdown_table(['warned kernel runs', 'fixed'],
+                                     advice_rates(rows)))))
     print('advice fixed', _rate_cell(k, n, low, high))
 
 
