@@ -148,6 +148,15 @@ def test_the_regime_numbers_name_their_changes():
                              _factor(said[0], 'step_size'), rtol=0.01)
   assert said[1].changes == (Change('preconditioner_decay_rate',
                                     value=0.9),)
+  assert 'very gradient it preconditions' in said[1]
+  # A metric that does not hold the drift's gradient keeps only the
+  # fluctuation's second-order term: the same change, its own reason.
+  for gamma in ('corrected', 'corrected_lagged'):
+    said = regime.advice(numbers, ('step_size', 'preconditioner_decay_rate'),
+                         'step_size', pre, stochastic=True, gamma=gamma)
+    assert said[1].changes == (Change('preconditioner_decay_rate',
+                                      value=0.9),)
+    assert 'very gradient' not in said[1] and 'fluctuation' in said[1]
 
 
 def test_a_change_has_a_factor_or_a_value():

@@ -47,6 +47,7 @@ import collections
 
 import numpy as np
 
+from tfp_adaptive import vocabulary
 from tfp_adaptive.diagnostics import advice as advice_lib
 
 __all__ = ['Regime', 'SD_ERROR', 'TOLERANCES', 'advice', 'numbers']
@@ -91,7 +92,7 @@ def numbers(means, preconditioner, gradient_scale=1., with_gamma=False):
 
 def advice(regime, hyperparameters, step_name, preconditioner=None,
            stochastic=False, estimates=True, step_estimate=None,
-           without_replacement=False):
+           without_replacement=False, gamma=None):
   """Messages for each number of `regime` outside its tolerance (worst chain).
 
   Args:
@@ -118,6 +119,12 @@ def advice(regime, hyperparameters, step_name, preconditioner=None,
       minibatches ``drift_ratio`` is derived for, the less the more slowly
       the chain relaxes over an epoch, and the message says how to read
       the heat itself.
+    gamma: the sampler's Γ mode, or `None`. With minibatch gradients and a
+      decay below ``min_decay_stochastic``, the message names the bias the
+      mode keeps: the metric holding the drift's own gradient (the
+      published timing), or only the metric's fluctuation, of second order
+      (``'corrected_lagged'``, and ``'corrected'``'s metric from a
+      minibatch of its own).
 
   Returns:
     List of strings, empty when the run is in the regime.
@@ -153,12 +160,18 @@ def advice(regime, hyperparameters, step_name, preconditioner=None,
   least = getattr(preconditioner, 'min_decay_stochastic', 0.)
   if (stochastic and 0 < decay < least and
       'preconditioner_decay_rate' in hyperparameters):
+    if gamma is not None and (vocabulary.lags_metric(gamma) or
+                              vocabulary.independent_metric(gamma)):
+      why = ('the metric averages about %d noisy squared gradients, and its '
+             'fluctuation biases Γ by a term of order %g'
+             % (round(1. / (1. - decay)), 1. - decay))
+    else:
+      why = ('the metric is built with weight %g from the very gradient it '
+             'preconditions, which biases the drift' % (1. - decay))
     out.append(advice_lib.Advice(
-        'preconditioner_decay_rate = %g < %g with minibatch gradients: the '
-        'metric is built with weight %g from the very gradient it '
-        'preconditions, which biases the drift whatever the step size. '
-        'Raise `preconditioner_decay_rate` to at least %g.'
-        % (decay, least, 1. - decay, least),
+        'preconditioner_decay_rate = %g < %g with minibatch gradients: %s '
+        'whatever the step size. Raise `preconditioner_decay_rate` to at '
+        'least %g.' % (decay, least, why, least),
         (advice_lib.Change('preconditioner_decay_rate', value=least),)))
   if not estimates:
     return out

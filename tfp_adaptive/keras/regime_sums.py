@@ -110,7 +110,8 @@ class RegimeState(object):
     args = (regime, optimizer.hyperparameter_names, 'learning_rate',
             optimizer.preconditioner, stochastic)
     options = dict(estimates=owner is None,
-                   without_replacement=stochastic and shuffled)
+                   without_replacement=stochastic and shuffled,
+                   gamma=optimizer.gamma)
     # `drift_ratio` bounds the heat (loosely, with reshuffled minibatches):
     # when the members are read with exact gradients at the end of `fit`,
     # its warning waits for their reading, which can rule the heat out.

@@ -160,7 +160,8 @@ def _advice(kernel, regime, estimates=True):
   stochastic = bool(getattr(params['target_log_prob_fn'], 'needs_seed',
                             False))
   return regime_lib.advice(regime, params, 'step_size', inner.preconditioner,
-                           stochastic, estimates)
+                           stochastic, estimates,
+                           gamma=params.get('gamma', 'none'))
 
 
 class _RegimeMeans(object):
