@@ -79,10 +79,15 @@ def test_non_finite_steps_are_counted_and_told():
     return tf.where(x[..., 0] > 1.5, np.nan, _normal(x))
   kernel = tfa.mcmc.SGLD(wall, 0.05)
   samples, trace = _run(kernel, steps=300)
-  with pytest.warns(UserWarning, match='non-finite'):
+  with pytest.warns(UserWarning, match='non-finite') as caught:
     report = tfa.mcmc.check_run(kernel, samples, trace,
                                 check_temperature=False)
   assert report.num_nonfinite.sum() > 0
+  told = [w.message for w in caught if 'non-finite' in str(w.message)]
+  # No reading gives the factor: a decade, as data too.
+  for message in told:
+    assert message.changes == tfa.diagnostics.advice.smaller_step(
+        'step_size', tfa.diagnostics.advice.DIVERGED), message.changes
 
 
 @pytest.mark.slow

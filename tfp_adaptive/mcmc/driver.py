@@ -61,11 +61,13 @@ def check_finite(kernel, results, stuck_steps):
   unmoved = find_field(results, 'num_unmoved')
   stuck = 0 if unmoved is None else int(np.sum(np.asarray(unmoved) >= stuck_steps))
   if stuck:
-    warnings.warn(
+    advice_lib.warn(advice_lib.Advice(
         '%s: %d chain(s) have not moved for the last %d or more steps (every '
-        'step rejected as non-finite). Lower `step_size`, or check the target '
-        'for NaN/Inf and constraints without a bijector.'
-        % (type(kernel).__name__, stuck, stuck_steps))
+        'step rejected as non-finite). Lower `step_size` (about %gx, a first '
+        'try), or check the target for NaN/Inf and constraints without a '
+        'bijector.' % (type(kernel).__name__, stuck, stuck_steps,
+                       advice_lib.DIVERGED),
+        advice_lib.smaller_step('step_size', advice_lib.DIVERGED)))
   total = int(np.sum(count))
   policy = getattr(kernel, 'parameters', {}).get('nonfinite')
   if total and policy == 'raise':
@@ -92,15 +94,17 @@ def report_nonfinite(kernel, results):
     what = ('were kept (nonfinite=\'ignore\')' if policy == 'ignore' else
             'were rejected, each chain returning to its last finite state')
     worst = np.unravel_index(int(np.argmax(count)), count.shape)
-    warnings.warn(
+    advice_lib.warn(advice_lib.Advice(
         '%s: %d step(s) had a non-finite log-prob, gradient or state and %s: '
         '%d of %d chain(s) affected, at most %d step(s) in chain %s '
         '(per chain: `kernel_results.num_nonfinite`). The samples of those '
         'chains over-represent where the rejections left them. Lower '
-        '`step_size`, or check the target for NaN/Inf.'
+        '`step_size` (about %gx, a first try: no reading gives the factor), '
+        'or check the target for NaN/Inf.'
         % (type(kernel).__name__, total, what, int(np.sum(count > 0)),
            count.size, int(count[worst]),
-           worst[0] if len(worst) == 1 else worst))
+           worst[0] if len(worst) == 1 else worst, advice_lib.DIVERGED),
+        advice_lib.smaller_step('step_size', advice_lib.DIVERGED)))
   return count
 
 
