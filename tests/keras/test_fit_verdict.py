@@ -33,6 +33,15 @@ def test_the_members_reading_decides_over_the_regime_numbers():
   assert verdict == ('hot', 'inside', 'accurate', 'hot'), verdict
 
 
+def test_a_reading_too_wide_to_vouch_confirms_nothing():
+  """Within the band, but ±3 se wider than 0.2·τ: a spread 10% off is not ruled out, so neither reading makes the run accurate."""
+  wide, good = _reading(1., se=0.1), _reading(1.)
+  verdict = fit_verdict.combine(_regime(), wide, {'overall': wide}, 1.)
+  assert verdict == ('unread', 'inside', 'too imprecise', 'too imprecise')
+  verdict = fit_verdict.combine(_regime(), good, {'overall': wide}, 1.)
+  assert verdict == ('accurate', 'inside', 'accurate', 'too imprecise')
+
+
 def test_the_live_reading_and_the_regime_without_members():
   good, cold = _reading(1.), _reading(0.6)
   assert fit_verdict.combine(_regime(), cold, None, 1.).verdict == 'cold'

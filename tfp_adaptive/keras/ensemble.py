@@ -301,7 +301,10 @@ class BayesianEnsemble(object):
       seed: int, seed of the Hutchinson probes.
       warn: one `UserWarning` per reading that is hot, cold, off balance
         or has not settled, naming the layer and the factor for
-        ``learning_rate``.
+        ``learning_rate``; and, as after a kernel run, one for a whole
+        model read within the band but too imprecisely to rule out a
+        spread 10% off (its ±3 standard errors wider than ``0.2·τ``),
+        with how many times as many members would rule it out.
       tolerance: relative tolerance on the temperature (0.1: sds 5% off).
       batch_size: rows per pass (default 1024).
       prediction_inputs: inputs whose outputs are read, as `x` takes them

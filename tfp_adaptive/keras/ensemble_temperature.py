@@ -164,7 +164,7 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
         tau, 'learning_rate',
         adaptive=opt.algorithm.adapts_throughout, gamma=opt.gamma,
         tolerance=tolerance, extra_wholes=('laplacian',),
-        draws='members (samples after burn-in)')
+        draws='members (samples after burn-in)', precise=True)
     messages = list(messages.values()) + mean_force.advice_per_part(
         shifts, readings['overall'], lambda name: 'layer %r' % name,
         'learning_rate', opt.algorithm.adapts_throughout, opt.gamma)

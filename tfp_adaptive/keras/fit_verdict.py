@@ -13,9 +13,10 @@ the verdict is, in this order:
   ``τ`` beyond the tolerance;
 - ``'outside the regime'``: the regime numbers were warned on, and no
   members' reading rules the bias out;
-- ``'accurate'``: a reading confirms ``τ``;
+- ``'accurate'``: a reading confirms ``τ``, precisely enough to rule out
+  a spread 10% off (`tfp_adaptive.diagnostics.temperature.imprecise`);
 - ``'unsettled'``: a reading was still moving;
-- ``'unread'``: too short to read, or nothing read.
+- ``'unread'``: too short to read, too imprecise, or nothing read.
 """
 
 import collections
@@ -33,8 +34,10 @@ FitVerdict.__doc__ = """The end of a `fit`, read three ways and combined.
 
 Fields: ``verdict`` (one of `VERDICTS`), ``regime`` (``'outside'``,
 ``'inside'`` or `None` when not checked), ``live`` and ``members`` (each
-`tfp_adaptive.diagnostics.temperature.final_verdict`'s word, or `None`
-when not read; the members' combines both forms, the off one first).
+`tfp_adaptive.diagnostics.temperature.final_verdict`'s word, or
+``'too imprecise'`` for a whole-model reading within the band whose
+interval is too wide to vouch for it, or `None` when not read; the
+members' combines both forms, the off one first).
 """
 
 
@@ -50,8 +53,14 @@ def combine(regime, live, members, temperature,
     temperature: ``τ``.
     tolerance: relative tolerance on the temperature.
   """
-  judge = lambda r: (None if r is None else temperature_lib.final_verdict(
-      r, temperature, tolerance))
+  def judge(reading):
+    if reading is None:
+      return None
+    word = temperature_lib.final_verdict(reading, temperature, tolerance)
+    if word == 'accurate' and temperature_lib.imprecise(reading, temperature,
+                                                        tolerance):
+      return 'too imprecise'
+    return word
   regime_word = (None if regime is None or not regime.checked else
                  'outside' if regime.outside else 'inside')
   live_word = judge(live)
@@ -59,7 +68,8 @@ def combine(regime, live, members, temperature,
   if members is not None:
     words = [judge(members[key]) for key in ('overall', 'laplacian')
              if members.get(key) is not None]
-    members_word = next((w for w in ('hot', 'cold', 'unsettled', 'too short')
+    members_word = next((w for w in ('hot', 'cold', 'unsettled', 'too short',
+                                     'too imprecise')
                          if w in words), 'accurate' if words else None)
   for word in (members_word, live_word):
     if word in ('hot', 'cold'):
