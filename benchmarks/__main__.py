@@ -44,8 +44,8 @@ BENCHMARKS = [
      'rule'),
     ('regimes', [], 'Regimes: where the samplers are biased'),
     ('panel', [], 'The panel: runs off their target against the warnings'),
-    ('panel_generated', [], 'The generated panel: misses and false alarms '
-     'on drawn targets'),
+    ('panel_generated', ['--advice'], 'The generated panel: misses and '
+     'false alarms on drawn targets, and the advice followed'),
     ('thermometer', [], 'The thermometer against the empirical temperature, '
      'small and large models'),
     ('cyclical', [], 'Cyclical step sizes against a constant step'),
