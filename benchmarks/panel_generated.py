@@ -546,15 +546,14 @@ def unread_only(row):
 
 
 def advice_summary(rows):
-  """The advice's rows (one per warned kernel run) and its rate: ``(table, (k, n, low, high))``."""
+  """The advice's table: a row per warned kernel run, with its rerun and whether that fixed it."""
   told = [r for r in rows if 'rerun' in r]
-  table = [[r['target'], r['sampler'], '%+.3g ± %.2g' % (r['err'], r['se']),
-            ', '.join(r['said']),
-            '—' if r['rerun'] is None else r['rerun']['sampler'],
-            '—' if r['rerun'] is None else '%+.3g ± %.2g' % (
-                r['rerun']['err'], r['rerun']['se']),
-            'yes' if fixed(r) else 'no'] for r in told]
-  return table, rate(told, lambda r: True, fixed)
+  return [[r['target'], r['sampler'], '%+.3g ± %.2g' % (r['err'], r['se']),
+           ', '.join(r['said']),
+           '—' if r['rerun'] is None else r['rerun']['sampler'],
+           '—' if r['rerun'] is None else '%+.3g ± %.2g' % (
+               r['rerun']['err'], r['rerun']['se']),
+           'yes' if fixed(r) else 'no'] for r in told]
 
 
 def advice_rates(rows):
@@ -626,7 +625,7 @@ def main(args=None):
                text)))
   print(text)
   if advice:
-    table, (k, n, low, high) = advice_summary(rows)
+    table, rates = advice_summary(rows), advice_rates(rows)
     common.write_table(
         os.path.join(out, 'panel_advice.md'),
         'The generated panel: warned runs rerun as their advice says',
@@ -645,8 +644,8 @@ def main(args=None):
             'fixed. Fixed, with 95%% Wilson intervals:\n\n%s'
             % (' --quick' if args.quick else '', runs, seed, LONGEST,
                common.markdown_table(['warned kernel runs', 'fixed'],
-                                     advice_rates(rows)))))
-    print('advice fixed', _rate_cell(k, n, low, high))
+                                     rates))))
+    print('advice fixed', rates[0][1])
 
 
 if __name__ == '__main__':

@@ -119,8 +119,3 @@ def longer_run(step_name, factor=LONGER):
 def frozen_metric():
   """Freeze the metric when the burn-in ends."""
   return (Change('num_adaptation_steps', value=THE_BURNIN),)
-
-
-def corrected_gamma():
-  """Use the corrected Γ."""
-  return (Change('gamma', value='corrected'),)
