@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_probability as tfp
 
 from tests import tfp_reference
 from tfp_adaptive import core

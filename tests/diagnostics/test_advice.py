@@ -11,6 +11,7 @@ from tfp_adaptive.diagnostics import advice
 from tfp_adaptive.diagnostics import mean_force
 from tfp_adaptive.diagnostics import regime
 from tfp_adaptive.diagnostics import temperature
+from tfp_adaptive.diagnostics import temperature_advice
 from tfp_adaptive.diagnostics.advice import Change
 
 # Readings of 400 effective draws: settled and judged, hot and cold.
@@ -29,7 +30,7 @@ def _factor(text, name):
                                                ('learning_rate', 'epochs')])
 def test_a_hot_reading_lowers_the_step_by_the_factor_it_prints(step_name,
                                                                 length):
-  said = temperature.advice('the whole state', HOT, 1., step_name)
+  said = temperature_advice.advice('the whole state', HOT, 1., step_name)
   factor = _factor(said, step_name)
   (step, run), = [said.changes]
   assert step.parameter == step_name and step.value is None
@@ -39,13 +40,13 @@ def test_a_hot_reading_lowers_the_step_by_the_factor_it_prints(step_name,
 
 
 def test_a_cold_minibatch_metric_is_frozen_not_stepped():
-  said = temperature.advice('the whole state', COLD, 1., 'step_size',
+  said = temperature_advice.advice('the whole state', COLD, 1., 'step_size',
                             adaptive=True, gamma='corrected_published',
                             minibatch=True)
   assert 'no step removes' in said
   assert said.changes == (Change('num_adaptation_steps',
                                  value=advice.THE_BURNIN),)
-  plain = temperature.advice('the whole state', COLD, 1., 'step_size')
+  plain = temperature_advice.advice('the whole state', COLD, 1., 'step_size')
   assert plain.changes[0].parameter == 'step_size'
 
 
@@ -55,11 +56,11 @@ FROZEN = Change('num_adaptation_steps', value=advice.THE_BURNIN)
 @pytest.mark.parametrize('gamma', ['none', 'corrected', 'corrected_lagged'])
 def test_a_metric_that_adapts_throughout_is_frozen_first(gamma):
   """Cold: freezing alone (a fixed metric neither lags nor needs Γ); hot or a shifted mean: freezing with the smaller step."""
-  cold = temperature.advice('the whole state', COLD, 1., 'step_size',
+  cold = temperature_advice.advice('the whole state', COLD, 1., 'step_size',
                             adaptive=True, gamma=gamma)
   assert cold.changes == (FROZEN,), cold.changes
   assert 'Freeze the metric' in cold
-  hot = temperature.advice('the whole state', HOT, 1., 'step_size',
+  hot = temperature_advice.advice('the whole state', HOT, 1., 'step_size',
                            adaptive=True, gamma=gamma)
   assert hot.changes[0] == FROZEN, hot.changes
   assert [c.parameter for c in hot.changes[1:]] == ['step_size',
@@ -68,7 +69,7 @@ def test_a_metric_that_adapts_throughout_is_frozen_first(gamma):
                              _factor(hot, 'step_size'), rtol=0.01)
   # A metric frozen after burn-in, or none that adapts: the step alone.
   for cold_or_hot in (COLD, HOT):
-    fixed = temperature.advice('the whole state', cold_or_hot, 1.,
+    fixed = temperature_advice.advice('the whole state', cold_or_hot, 1.,
                                'step_size', adaptive=False, gamma=gamma)
     assert fixed.changes[0].parameter == 'step_size', fixed.changes
 
@@ -84,7 +85,7 @@ def test_a_run_told_to_run_longer_under_an_adapting_metric_freezes_it_too():
            (dict(readings={0: wide}), 'num_results')]
   for kwargs, length in cases:
     for adaptive in (False, True):
-      said, = temperature.advice_per_part(
+      said, = temperature_advice.advice_per_part(
           whole=0, where=str, temperature=1., step_name='step_size',
           adaptive=adaptive, gamma='corrected', precise=True,
           **kwargs).values()
@@ -104,7 +105,7 @@ def test_heat_the_step_does_not_explain_names_the_other_cause():
            (dict(adaptive=True, gamma='corrected'), 'num_adaptation_steps',
             None)]
   for kwargs, parameter, factor in cases:
-    said = temperature.advice('the whole state', HOT, 1., 'step_size',
+    said = temperature_advice.advice('the whole state', HOT, 1., 'step_size',
                               step_share=0.01, **kwargs)
     assert 'will not remove it' in said, said
     assert said.changes[0].parameter == parameter, (kwargs, said.changes)
@@ -112,11 +113,11 @@ def test_heat_the_step_does_not_explain_names_the_other_cause():
 
 
 def test_an_unsettled_or_short_run_is_lengthened_by_the_factor_it_prints():
-  said = temperature.advice('the whole state', UNSETTLED, 1., 'step_size')
+  said = temperature_advice.advice('the whole state', UNSETTLED, 1., 'step_size')
   assert 'about %gx' % advice.LONGER in said
   assert said.changes == (Change('num_results', factor=advice.LONGER),
                           Change('num_burnin_steps', factor=advice.LONGER))
-  said = temperature.advice('the whole model', SHORT, 1., 'learning_rate')
+  said = temperature_advice.advice('the whole model', SHORT, 1., 'learning_rate')
   times = int(re.search(r'at least (\d+) times', said).group(1))
   assert said.changes == (Change('epochs', factor=times),
                           Change('burnin', factor=times))
@@ -173,14 +174,14 @@ def test_chains_that_left_the_target_are_told_a_decade_smaller_step(value):
   shift = mean_force.Shift(value, value, 0., value, value, 0., 10, 0, 3.)
   numbers = regime.Regime(drift_ratio=float('inf'), gamma_ratio=0., lag=0.,
                           peak_factor=1.)
-  said = [temperature.advice('the whole state', reading, 1., 'step_size'),
+  said = [temperature_advice.advice('the whole state', reading, 1., 'step_size'),
           mean_force.advice('state part 0', shift, 'step_size'),
           regime.advice(numbers, ('step_size',), 'step_size', None)[0]]
   for text in said:
     assert _factor(text, 'step_size') == advice.DIVERGED, text
     assert text.changes[:2] == advice.smaller_step('step_size',
                                                    advice.DIVERGED)
-  frozen = temperature.advice('the whole state', reading, 1., 'step_size',
+  frozen = temperature_advice.advice('the whole state', reading, 1., 'step_size',
                               adaptive=True, gamma='corrected')
   assert FROZEN in frozen.changes
 
@@ -215,19 +216,19 @@ def test_the_warning_of_a_run_carries_its_changes_and_following_them_helps():
 def test_a_reading_too_wide_to_rule_out_a_bias_is_told_with_the_length_it_needs():
   """Judged accurate, but its ``±3·se`` half-width beyond twice the band's (a 20% error in τ, 10% in sd, not ruled out): told at the end, with ``(3·se / 0.2)²`` times as many draws."""
   wide = temperature.Reading(1.0, 0.1, 400., 1., 1., 0., 10)  # 1 ± 0.3.
-  said = temperature.advice_per_part({'overall': wide}, 'overall',
+  said = temperature_advice.advice_per_part({'overall': wide}, 'overall',
                                      lambda _: 'the whole state', 1.,
                                      'step_size', precise=True)
   said = said['overall']
   assert 'too imprecise to rule out' in said and 'at least 3 times' in said
   assert said.changes == (Change('num_results', factor=3),)
   for quiet in (dict(precise=False), dict(precise=True, final=False)):
-    assert not temperature.advice_per_part(
+    assert not temperature_advice.advice_per_part(
         {'overall': wide}, 'overall', lambda _: 'it', 1., 'step_size',
         **quiet)
   # 1 ± 0.15 rules a 20% error out (if not a 10% one): silent.
   narrow = wide._replace(standard_error=0.05)
-  assert not temperature.advice_per_part(
+  assert not temperature_advice.advice_per_part(
       {'overall': narrow}, 'overall', lambda _: 'it', 1., 'step_size',
       precise=True)
 
@@ -254,7 +255,7 @@ def test_a_coordinate_with_too_few_effective_draws_is_told_with_the_length_it_ne
   """A whole state judged accurate whose fewest effective draws in one coordinate (450 at the defaults: a variance within 20% at 3 se) are short: told at the end that the chains have not mixed there, with ``450 / size`` times the draws."""
   assert temperature.mixed_size() == pytest.approx(450.)
   fine = temperature.Reading(1.0, 0.01, 4000., 1., 1., 0., 10)
-  said = temperature.advice_per_part(
+  said = temperature_advice.advice_per_part(
       {'overall': fine}, 'overall', lambda _: 'the whole state', 1.,
       'step_size', precise=True, fewest=(100., 'coordinate 3 of the state'))
   said = said['overall']
@@ -264,12 +265,12 @@ def test_a_coordinate_with_too_few_effective_draws_is_told_with_the_length_it_ne
   for quiet in (dict(precise=False, fewest=(100., 'c')),
                 dict(precise=True, final=False, fewest=(100., 'c')),
                 dict(precise=True, fewest=(450., 'c'))):
-    assert not temperature.advice_per_part(
+    assert not temperature_advice.advice_per_part(
         {'overall': fine}, 'overall', lambda _: 'it', 1., 'step_size',
         **quiet), quiet
   # A reading that finds a bias keeps its own advice.
   hot = fine._replace(temperature=1.5, first_half=1.5, second_half=1.5)
-  said = temperature.advice_per_part(
+  said = temperature_advice.advice_per_part(
       {'overall': hot}, 'overall', lambda _: 'it', 1., 'step_size',
       precise=True, fewest=(100., 'c'))['overall']
   assert 'too short' not in said and 'configurational temperature' in said

@@ -17,7 +17,6 @@ Gaussian is told to lower the step.
 
 import warnings
 
-import numpy as np
 import pytest
 import tensorflow as tf
 

@@ -12,7 +12,6 @@ reads about 1.10, the Laplacian form, their curvature-weighted mean,
 about 1.9.
 """
 
-import re
 import warnings
 
 import keras

@@ -10,7 +10,6 @@ model, and `Chains`), in a custom loop, and the refusals.
 
 import numpy as np
 import pytest
-import tensorflow as tf
 import keras
 
 import tfp_adaptive as tfa

@@ -7,7 +7,6 @@ a subclassed model, `tf.data` input, class and sample weights, other
 callbacks, saving, mixed precision, and a custom training loop.
 """
 
-import os
 
 import numpy as np
 import pytest

@@ -30,7 +30,6 @@ from tests import forked_runs
 from tests import keras_resume_run
 from tests.forked_runs import finish as _finish
 from tests.keras_resume_run import FIXED
-from tests.conftest import ROOT
 
 
 

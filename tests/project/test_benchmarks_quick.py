@@ -8,7 +8,6 @@ import per script; the scripts set their own seeds.
 """
 
 import json
-import os
 import runpy
 import sys
 

@@ -4,7 +4,9 @@
 - `advice`: the change a warning advises, as data (`SamplerWarning`'s
   ``changes``).
 - `temperature`: the configurational temperature (virial and Laplacian
-  forms), its verdict and advice.
+  forms) and its verdict.
+- `temperature_advice`: the warning and the change a temperature reading
+  that is off advises.
 - `mean_force` and `prediction_force`: the force per coordinate and along
   a model's predictions, which vanish at the target.
 - `probes`: the per-draw Hutchinson and second-difference terms, from any
@@ -30,6 +32,7 @@ from tfp_adaptive.diagnostics import probes
 from tfp_adaptive.diagnostics import regime
 from tfp_adaptive.diagnostics import stationary
 from tfp_adaptive.diagnostics import temperature
+from tfp_adaptive.diagnostics import temperature_advice
 from tfp_adaptive.diagnostics.advice import Change
 from tfp_adaptive.diagnostics.advice import SamplerWarning
 from tfp_adaptive.diagnostics.stationary import GRID
@@ -46,4 +49,5 @@ __all__ = ['Change', 'GRID', 'SamplerWarning', 'adam_sgld_density', 'advice',
            'bin_probabilities', 'curvature', 'density_cdf', 'effective_size',
            'mean_force', 'monge_metric', 'predicted_density',
            'prediction_force', 'probes', 'regime', 'rmsprop_metric',
-           'standard_normal', 'stationary', 'temperature', 'total_variation']
+           'standard_normal', 'stationary', 'temperature', 'temperature_advice',
+           'total_variation']

@@ -35,7 +35,6 @@ callers supply ``A·v`` (a Hessian-vector product between two applications of
 
 import tensorflow as tf
 
-from tfp_adaptive.core import tensors
 
 __all__ = ['noise_covariance_product', 'step_for_heat', 'top_eigenvalue']
 

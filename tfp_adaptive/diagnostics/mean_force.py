@@ -40,6 +40,7 @@ from tfp_adaptive import vocabulary
 from tfp_adaptive.diagnostics import advice as advice_lib
 from tfp_adaptive.diagnostics import effective_size as ess_lib
 from tfp_adaptive.diagnostics import temperature
+from tfp_adaptive.diagnostics import temperature_advice
 
 __all__ = ['Shift', 'TOLERANCE', 'advice', 'advice_per_part', 'interval_z',
            'read', 'verdict']
@@ -225,14 +226,14 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
   if judged in ('accurate', 'too short'):
     return None
   if not np.isfinite(shift.shift):
-    return temperature.frozen_too(temperature.left_the_target(
+    return temperature_advice.frozen_too(temperature_advice.left_the_target(
         'the mean force of %s' % where, step_name), adaptive)
   said = ('the mean force of %s does not balance: %s of its %s %d reads '
           '%.2g ± %.2g (0 at the target, from %.0f effective draws)'
           % (where, formula, item, shift.coordinate, shift.shift,
              shift.standard_error, shift.effective_size))
   if judged == 'unsettled':
-    return temperature.frozen_too(advice_lib.Advice(
+    return temperature_advice.frozen_too(advice_lib.Advice(
         '%s and has not settled: the first half of the run reads %.2g, the '
         'second %.2g (%.1f standard errors apart). The chains are still '
         'moving: run longer (about %gx), with a burn-in as much longer.'

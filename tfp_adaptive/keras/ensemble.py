@@ -12,7 +12,6 @@ fixed by the model's structure; they are matched to the model by position
 and shape, never by Keras' automatic variable names.
 """
 
-import collections
 import contextlib
 import warnings
 
@@ -22,11 +21,11 @@ import keras
 
 from tfp_adaptive import validation
 from tfp_adaptive.diagnostics import temperature as temperature_lib
+from tfp_adaptive.keras import ensemble_arviz
 from tfp_adaptive.keras import ensemble_files
 from tfp_adaptive.keras import ensemble_temperature
 from tfp_adaptive.keras import frozen_part
 from tfp_adaptive.keras import health
-from tfp_adaptive.keras import likelihoods
 from tfp_adaptive.keras import predictive
 from tfp_adaptive.keras.data_arrays import as_arrays
 from tfp_adaptive.keras.likelihoods import check_likelihood_args
@@ -358,40 +357,8 @@ class BayesianEnsemble(object):
       >>> import arviz as az
       >>> az.loo(ensemble.to_arviz(x_train, y_train))
     """
-    from tfp_adaptive import inference_data  # pylint: disable=g-import-not-at-top
-    az = inference_data.import_arviz()
-    if self.weighting != 'uniform':
-      raise ValueError('`to_arviz` needs uniform member weights; this '
-                       'ensemble has weighting=%r.' % self.weighting)
-    x, y = as_arrays(x, y)
-    if y is None:
-      raise ValueError('`to_arviz` needs targets: pass `y`, or a dataset of '
-                       '(x, y) pairs.')
-    lik = self.likelihood
-    rng = np.random.default_rng(seed)
-    chains = collections.defaultdict(list)
-    observed = None
-    for member, model in zip(self.members, self.iterate_members(x)):
-      out = lik.member_output(outputs(model, x, batch_size))
-      if observed is None:
-        observed = (lik.labels(y, lik.probabilities(out).shape[-1])
-                    if lik.is_classification else lik.targets(y, out))
-      chains[member.chain].append({
-          'log_likelihood': {'y': lik.log_likelihood(out, y)},
-          'posterior_predictive': {'y': lik.sample(out, rng)},
-          'posterior': ({_var_name(v): v.numpy() for v in model.weights}
-                        if weights else {'step': np.asarray(member.step)})})
-    draws = min(len(c) for c in chains.values())
-    if any(len(c) > draws for c in chains.values()):
-      warnings.warn('to_arviz: chains hold %s members; each is cut to the '
-                    'first %d.' % (sorted(len(c) for c in chains.values()),
-                                   draws))
-    groups = {}
-    for group, names in chains[min(chains)][0].items():
-      groups[group] = {name: np.stack([
-          np.stack([d[group][name] for d in chains[c][:draws]])
-          for c in sorted(chains)]) for name in names}
-    return az.from_dict(observed_data={'y': observed}, **groups)
+    return ensemble_arviz.to_inference_data(self, x, y, batch_size, weights,
+                                            seed)
 
   def _build(self, x):
     if self.model.weights:
@@ -498,6 +465,3 @@ class BayesianEnsemble(object):
     """
     return ensemble_files.load(cls, directory, model, repair)
 
-
-def _var_name(variable):
-  return variable.path.replace('/', '.')

@@ -20,7 +20,6 @@ predicts.
 """
 
 import inspect
-import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -31,6 +30,7 @@ from tfp_adaptive.diagnostics import mean_force
 from tfp_adaptive.diagnostics import prediction_force
 from tfp_adaptive.diagnostics import probes as probes_lib
 from tfp_adaptive.diagnostics import temperature as temperature_lib
+from tfp_adaptive.diagnostics import temperature_advice
 from tfp_adaptive.keras import optimizer_base
 
 __all__ = ['batch_energy', 'read_members']
@@ -159,7 +159,7 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
     where = {'overall': 'the whole model',
              'laplacian': 'the whole model in the Laplacian form (its stiff '
                           'directions weigh most)'}
-    messages = temperature_lib.advice_per_part(
+    messages = temperature_advice.advice_per_part(
         readings, 'overall', lambda key: where.get(key, 'layer %r' % key),
         tau, 'learning_rate',
         adaptive=opt.algorithm.adapts_throughout, gamma=opt.gamma,

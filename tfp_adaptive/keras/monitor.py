@@ -42,14 +42,13 @@ Adam-SGLD) the metric's condition number ``max M / min M``.
 import collections
 
 import numpy as np
-import tensorflow as tf
 import keras
 
 from tfp_adaptive import validation
 from tfp_adaptive.core import preconditioners
-from tfp_adaptive.core import tensors
 from tfp_adaptive.diagnostics import advice as advice_lib
 from tfp_adaptive.diagnostics import temperature as temperature_lib
+from tfp_adaptive.diagnostics import temperature_advice
 from tfp_adaptive.keras import data_arrays
 from tfp_adaptive.keras import likelihoods
 from tfp_adaptive.keras import optimizer_base
@@ -309,7 +308,7 @@ class SamplerMonitor(keras.callbacks.Callback):
             self.readings[key], temperature_lib.read(fresh, 1))
     where = lambda key: ('the whole model' if key == 'temperature' else
                          'layer %r' % key.split('/', 1)[1])
-    messages = temperature_lib.advice_per_part(
+    messages = temperature_advice.advice_per_part(
         self.readings, 'temperature', where, tau, 'learning_rate',
         opt.algorithm.adapts_throughout, opt.gamma, self.tolerance, final)
     for key, message in messages.items():

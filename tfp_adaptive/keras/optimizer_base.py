@@ -30,7 +30,6 @@ import tensorflow as tf
 import keras
 
 from tfp_adaptive import _compat
-from tfp_adaptive import schedules
 from tfp_adaptive import validation
 from tfp_adaptive import vocabulary
 from tfp_adaptive.core import gamma as gamma_lib

@@ -24,6 +24,7 @@ from tfp_adaptive.diagnostics import mean_force
 from tfp_adaptive.diagnostics import prediction_force
 from tfp_adaptive.diagnostics import probes as probes_lib
 from tfp_adaptive.diagnostics import temperature as temperature_lib
+from tfp_adaptive.diagnostics import temperature_advice
 from tfp_adaptive.mcmc import kernel as kernel_lib
 
 __all__ = ['check_temperature']
@@ -73,7 +74,7 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
       Laplacian form) that reads hot, cold or unsettled, naming the
       parameter to change and by how much; while the whole state has not
       settled, only that is said
-      (`tfp_adaptive.diagnostics.temperature.advice_per_part`).
+      (`tfp_adaptive.diagnostics.temperature_advice.advice_per_part`).
     max_draws: int >= 4; at most this many draws, evenly spaced, are read.
     seed: stateless seed of the minibatches of a stochastic target other
       than a `tfp_adaptive.minibatch.MinibatchLogProb`, which is read on
@@ -91,7 +92,7 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
       (`check_regime`): a whole state reading hotter than its
       ``drift_ratio`` explains is then said not to be the step's, and the
       message names the parameter that removes it
-      (`tfp_adaptive.diagnostics.temperature.not_the_step`).
+      (`tfp_adaptive.diagnostics.temperature_advice.not_the_step`).
       `tfa.mcmc.sample` and `tfa.mcmc.check_run` pass it.
 
   Returns:
@@ -159,7 +160,7 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
     adaptive = ours and inner.algorithm.adapts_throughout
     gamma = params.get('gamma', 'none')
     where = lambda key: _WHERE.get(key, 'state part %s' % key)
-    messages = list(temperature_lib.advice_per_part(
+    messages = list(temperature_advice.advice_per_part(
         readings, 'overall', where, tau, 'step_size', adaptive=adaptive,
         gamma=gamma, tolerance=tolerance, extra_wholes=('laplacian',),
         step_share=_step_share(regime),
@@ -192,7 +193,7 @@ def _too_short_if_the_state_is(readings, blocks):
   size is the median over coordinates of `_sizes`, the multi-chain
   estimate, which counts chains that have not mixed with each other as
   few draws. Such a run is too short to read
-  (`tfp_adaptive.diagnostics.temperature.too_short`); from so short a
+  (`tfp_adaptive.diagnostics.temperature_advice.too_short`); from so short a
   run, the estimate is an upper bound. `blocks`: each state part as
   ``[draws, chains, D]``.
   """
