@@ -32,8 +32,22 @@ printed:
   (log-uniform: short runs that have not relaxed and long ones that
   have), a burn-in of a fifth to a half of it.
 
+* **or, in a share `CONTROL` of the runs, a control run drawn to be
+  accurate**: a Gaussian as above but of condition at most `CONTROL_CONDITION`,
+  sampled by SGLD or by PSGLD frozen after its burn-in (exact up to the
+  step) at a target acceptance from 0.7 to 0.85, for 64,000 to 128,000
+  steps: hundreds of the slowest direction's relaxation times, so that
+  its sds are known to within a few percent and most such runs are within
+  5% of the truth. Their family is ``'control'``. Drawn targets are
+  rarely known that precisely (a NUTS reference alone has an error of a
+  few percent), so without them the runs within 5%, on which the
+  false-alarm rate is read, are too few to bound it; they show whether the
+  checks stay silent on runs that are right, not on hard ones.
+
 Run ``i`` draws from its own generator, seeded by ``(seed, i)``, so that
-one run is reproduced alone. The runs go in batches (``--batch``, 10 by
+one run is reproduced alone; whether it is a control run is drawn from
+``(seed, i, 1)``, so that the other runs draw what they drew without
+controls. The runs go in batches (``--batch``, 10 by
 default), each batch in a fresh process: every run compiles its own XLA
 functions, which a process keeps until it exits. ``--jobs`` batches run at
 once (default: one per CPU core); the rows come out in the runs' order
@@ -91,6 +105,10 @@ ACCEPT = (0.7, 0.95)  # The wrapper's target acceptance (documented: 0.75).
 SAMPLERS = ('SGLD', 'PSGLD corrected', 'PSGLD corrected_lagged',
             'PSGLD frozen', 'Monge corrected')
 OFF, WITHIN = 0.10, panel.TOLERANCE
+CONTROL = 0.3  # The share of control runs, drawn to be accurate.
+CONTROL_CONDITION = 4.  # Their Gaussians' largest condition number.
+CONTROL_STEPS = (64000, 128000)  # Their length, log-uniform.
+CONTROL_ACCEPT = (0.7, 0.85)  # Their wrapper's target acceptance.
 
 
 def _log_uniform(rng, low, high):
@@ -102,10 +120,10 @@ def _rotation(rng, dim):
   return q * np.sign(np.diag(r))
 
 
-def draw_gaussian(rng):
-  """``(description, log_prob, reference, init, project, predictions)`` of a random Gaussian."""
+def draw_gaussian(rng, largest_condition=1e6):
+  """``(description, log_prob, reference, init, project, predictions)`` of a random Gaussian (its covariance's condition number log-uniform up to `largest_condition`)."""
   dim = int(rng.integers(2, 21))
-  condition = _log_uniform(rng, 1., 1e6)
+  condition = _log_uniform(rng, 1., largest_condition)
   sds = np.sqrt(condition) ** -np.linspace(0., 1., dim)
   rng.shuffle(sds)
   rotation = _rotation(rng, dim)
@@ -235,6 +253,18 @@ def draw_settings(rng, quick):
                   burn if name.endswith('frozen') else None, None)
 
 
+def draw_control_settings(rng, quick):
+  """The `Settings` of a control run: SGLD or PSGLD frozen after its burn-in, a step around the documented one (`CONTROL_ACCEPT`) and a long run (`CONTROL_STEPS`)."""
+  name = ('SGLD', 'PSGLD frozen')[int(rng.integers(2))]
+  total = int(_log_uniform(rng, *CONTROL_STEPS)) // (4 if quick else 1)
+  burn = total // 4
+  decay = DECAYS[int(rng.integers(len(DECAYS)))]
+  bias = _log_uniform(rng, 1e-3, 1.)
+  accept = float(rng.uniform(*CONTROL_ACCEPT))
+  return Settings(name, 'none', decay, bias, accept, total - burn, burn,
+                  burn if name.endswith('frozen') else None, None)
+
+
 def _drawn_gamma(name):
   """The Γ mode a sampler of `SAMPLERS` is drawn with."""
   if name in ('SGLD', 'PSGLD frozen'):
@@ -339,23 +369,31 @@ def raised(family, target, label, error):
               off=False, within=False)
 
 
-def one_run(rng, quick, advice=False):
+def one_run(rng, quick, advice=False, control=False):
   """One drawn target and sampler, run and judged: a row (dict).
 
   With `advice`, a warned kernel run is run again following its advice
   (`follow`): the row's ``'rerun'`` (`None` where the advice names no
-  change that can be followed).
+  change that can be followed). A `control` run draws a well-conditioned
+  Gaussian and a sampler exact up to its step (`draw_control_settings`);
+  its family is ``'control'``.
   """
-  family = FAMILIES[int(rng.integers(len(FAMILIES)))]
-  if family == 'fit':
-    return one_fit_run(rng, quick)
-  nuts_draws = 300 if quick else 1000
-  target, fn, reference, init, project, predictions = {
-      'gaussian': draw_gaussian,
-      'funnel': draw_funnel,
-      'hierarchical': lambda r: draw_hierarchical(r, nuts_draws),
-      'logistic': lambda r: draw_logistic(r, nuts_draws)}[family](rng)
-  settings = draw_settings(rng, quick)
+  if control:
+    family = 'control'
+    target, fn, reference, init, project, predictions = draw_gaussian(
+        rng, CONTROL_CONDITION)
+    settings = draw_control_settings(rng, quick)
+  else:
+    family = FAMILIES[int(rng.integers(len(FAMILIES)))]
+    if family == 'fit':
+      return one_fit_run(rng, quick)
+    nuts_draws = 300 if quick else 1000
+    target, fn, reference, init, project, predictions = {
+        'gaussian': draw_gaussian,
+        'funnel': draw_funnel,
+        'hierarchical': lambda r: draw_hierarchical(r, nuts_draws),
+        'logistic': lambda r: draw_logistic(r, nuts_draws)}[family](rng)
+    settings = draw_settings(rng, quick)
   row = _kernel_run(family, target, fn, reference, init, project,
                     predictions, settings)
   changes, step = row.pop('changes'), row.pop('step')
@@ -489,8 +527,10 @@ def summary(rows):
   """
   out = []
   picks = [('all', lambda r: True),
-           ('kernels', lambda r: r['family'] != 'fit')] + [
-               (f, lambda r, f=f: r['family'] == f) for f in FAMILIES]
+           ('kernels', lambda r: r['family'] != 'fit'),
+           ('all but the controls', lambda r: r['family'] != 'control')] + [
+               (f, lambda r, f=f: r['family'] == f)
+               for f in FAMILIES + ('control',)]
   unread = lambda r: r['said'] and not warned(r)
   for name, pick in picks:
     miss = rate(rows, lambda r, p=pick: p(r) and r['off'],
@@ -520,16 +560,25 @@ def add_arguments(parser):
   parser.add_argument('--jobs', type=int, default=None,
                       help='batches run at once, each in its own process '
                       '(default: the CPU cores)')
+  parser.add_argument('--control', type=float, default=CONTROL,
+                      help='the share of control runs, drawn to be accurate '
+                      '(default %g)' % CONTROL)
   parser.add_argument('--advice', action='store_true',
                       help='rerun each warned kernel run following its '
                       'advice, and report how often that fixed it')
 
 
-def run_batch(seed, indices, quick, device, advice=False):
+def run_batch(seed, indices, quick, device, advice=False, share=CONTROL):
   """Runs ``indices`` of the panel drawn from `seed` (in a child process): their rows."""
   common.select_device(device)
-  return [one_run(np.random.default_rng([seed, i]), quick, advice)
+  return [one_run(np.random.default_rng([seed, i]), quick, advice,
+                  control=is_control(seed, i, share))
           for i in indices]
+
+
+def is_control(seed, i, share=CONTROL):
+  """Whether run `i` of the panel drawn from `seed` is a control run: drawn from ``(seed, i, 1)``, apart from the run's own draws."""
+  return bool(np.random.default_rng([seed, i, 1]).uniform() < share)
 
 
 def fixed(row):
@@ -582,8 +631,12 @@ def main(args=None):
   runs = args.runs or (8 if args.quick else 200)
   batch = max(1, getattr(args, 'batch', 10) or 10)
   advice = bool(getattr(args, 'advice', False))
+  share = getattr(args, 'control', CONTROL)
+  if not 0. <= share <= 1.:
+    raise ValueError('--control must be a share from 0 to 1. Received: %r'
+                     % share)
   jobs = [(seed, list(range(k, min(k + batch, runs))), args.quick,
-           args.device, advice) for k in range(0, runs, batch)]
+           args.device, advice, share) for k in range(0, runs, batch)]
   rows = []
   # One fresh process per batch (spawned: no TensorFlow state inherited).
   jobs_at_once = max(1, min(len(jobs), getattr(args, 'jobs', None) or
@@ -613,7 +666,10 @@ def main(args=None):
       'The generated panel: misses and false alarms on drawn targets',
       ['target', 'sampler', 'error', 'truth', 'said', 'seconds'], table,
       note=('Command: `python -m benchmarks.panel --generated%s --runs %d '
-            '--seed %d`. %d chains a run. "off": the deciding error beyond '
+            '--seed %d --control %g`. %d chains a run; the "control" runs '
+            'are drawn to be accurate (well-conditioned Gaussians, SGLD or '
+            'a frozen metric, long runs), for the false-alarm '
+            'rate. "off": the deciding error beyond '
             '10%% by two standard errors, or beyond 100%%; "within": within '
             '5%% by as much. "told unread": the run said only that it could '
             'not be read (too short, its reading too imprecise to rule out '
@@ -621,8 +677,8 @@ def main(args=None):
             'across the chains), with the length it needs: not silent, '
             'and no claim of a bias. '
             'Rates with 95%% Wilson intervals:\n\n%s'
-            % (' --quick' if args.quick else '', runs, seed, panel.CHAINS,
-               text)))
+            % (' --quick' if args.quick else '', runs, seed, share,
+               panel.CHAINS, text)))
   print(text)
   if advice:
     table, rates = advice_summary(rows), advice_rates(rows)
@@ -633,7 +689,7 @@ def main(args=None):
          'fixed'],
         table, note=(
             'Command: `python -m benchmarks.panel --generated --advice%s '
-            '--runs %d --seed %d`. Each warned kernel run is run again with '
+            '--runs %d --seed %d --control %g`. Each warned kernel run is run again with '
             'the `changes` of its first warning that names some '
             '(`tfa.diagnostics.SamplerWarning`): a smaller step fixed at '
             'the first run\'s adapted step times the factor (no wrapper), '
@@ -642,7 +698,7 @@ def main(args=None):
             'the rerun within 5%% (by two standard errors) or at most half '
             'as far off; a run whose advice names no change counts as not '
             'fixed. Fixed, with 95%% Wilson intervals:\n\n%s'
-            % (' --quick' if args.quick else '', runs, seed, LONGEST,
+            % (' --quick' if args.quick else '', runs, seed, share, LONGEST,
                common.markdown_table(['warned kernel runs', 'fixed'],
                                      rates))))
     print('advice fixed', rates[0][1])

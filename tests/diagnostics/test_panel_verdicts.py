@@ -40,3 +40,21 @@ def test_the_empirical_temperature_of_exact_draws_is_their_temperature():
       assert abs(reading.temperature - tau) < 4. * reading.standard_error, (
           tau, reading)
       assert reading.standard_error < 0.05 * tau
+
+
+def test_control_runs_are_a_share_drawn_apart_from_each_runs_own_draws():
+  """The generated panel's control runs: about `CONTROL` of the runs (a binomial count within 4 sds), none at share 0, all at 1; SGLD or a frozen metric, at least `CONTROL_STEPS[0]` steps with a quarter of burn-in."""
+  from benchmarks import panel_generated as generated  # pylint: disable=g-import-not-at-top
+  seed, n = int(np.random.default_rng().integers(1 << 20)), 2000
+  k = sum(generated.is_control(seed, i) for i in range(n))
+  p = generated.CONTROL
+  assert abs(k - n * p) < 4. * np.sqrt(n * p * (1. - p)), (seed, k)
+  assert not any(generated.is_control(seed, i, 0.) for i in range(50))
+  assert all(generated.is_control(seed, i, 1.) for i in range(50))
+  for i in range(20):
+    st = generated.draw_control_settings(np.random.default_rng([seed, i]),
+                                         False)
+    assert st.name in ('SGLD', 'PSGLD frozen') and st.gamma == 'none', st
+    assert st.steps + st.burn >= generated.CONTROL_STEPS[0] - 1, st
+    assert st.burn == (st.steps + st.burn) // 4, st
+    assert (st.frozen == st.burn) == (st.name == 'PSGLD frozen'), st
