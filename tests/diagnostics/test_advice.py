@@ -295,12 +295,3 @@ def test_a_short_funnel_run_whose_neck_has_not_mixed_is_not_silent():
   assert run.said == [panel.UNREAD], run.said
   assert run.changes and run.changes[0].parameter == 'num_results'
 
-
-def test_the_advice_read_from_its_old_module_warns_that_it_moved():
-  """`tfa.diagnostics.temperature.advice` (and the other moved names) still work for this release, with a `DeprecationWarning` naming the new home."""
-  for name in temperature._MOVED_TO_ADVICE:  # pylint: disable=protected-access
-    with pytest.warns(DeprecationWarning, match='temperature_advice.' + name):
-      moved = getattr(temperature, name)
-    assert moved is getattr(temperature_advice, name)
-  with pytest.raises(AttributeError):
-    temperature.no_such_name  # pylint: disable=pointless-statement

@@ -263,22 +263,3 @@ def read_ratio(squared_gradients, laplacians, size, shared_noise=False):
   a, b = a.reshape(a.shape[0], -1), b.reshape(b.shape[0], -1)
   return _with_halves(lambda x, y: _ratio(x, y, shared_noise), [a, b], size)
 
-
-#: The advice, moved to `tfp_adaptive.diagnostics.temperature_advice`; still
-#: read from here for this release, with a `DeprecationWarning`.
-_MOVED_TO_ADVICE = ('STEP_SHARE_FACTOR', 'advice', 'advice_per_part',
-                    'frozen_too', 'left_the_target', 'not_the_step',
-                    'other_cause', 'too_imprecise', 'too_short', 'unmixed')
-
-
-def __getattr__(name):
-  """The advice's names, moved to `tfp_adaptive.diagnostics.temperature_advice`, with a `DeprecationWarning`."""
-  if name not in _MOVED_TO_ADVICE:
-    raise AttributeError('module %r has no attribute %r' % (__name__, name))
-  import warnings  # pylint: disable=g-import-not-at-top
-  from tfp_adaptive.diagnostics import temperature_advice  # pylint: disable=g-import-not-at-top
-  warnings.warn('tfp_adaptive.diagnostics.temperature.%s moved to '
-                'tfp_adaptive.diagnostics.temperature_advice.%s; the old '
-                'name goes in the next release.' % (name, name),
-                DeprecationWarning, stacklevel=2)
-  return getattr(temperature_advice, name)
