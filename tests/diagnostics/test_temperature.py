@@ -345,3 +345,22 @@ def test_halves_without_noise_read_without_a_division_warning():
   assert flat.drift_z == 0. and flat.temperature == 1.
   assert step.drift_z == np.inf and (step.first_half, step.second_half) == (
       1., 2.)
+
+
+@pytest.mark.parametrize('first,second,judged', [
+    (1.5, 2.5, 'hot'), (0.7, 0.4, 'cold'),  # Moving out: judged.
+    (2.5, 1.5, 'unsettled'), (0.4, 0.7, 'unsettled'),  # Relaxing in.
+    (0.7, 1.5, 'unsettled'),  # Crossing the band.
+    (1.05, 1.5, 'unsettled')])  # From inside the band: a transient.
+def test_a_reading_that_moves_away_from_its_target_is_judged_not_unsettled(
+    first, second, judged):
+  """Halves many standard errors apart: a reading further out in its second half than in its first, both on one side outside the band, is leaving the target, and judged hot or cold with its advice on the step; one that relaxes towards ``τ``, crosses it or starts inside the band is a transient."""
+  rng = np.random.default_rng()
+  draws = np.concatenate([first + 0.5 * rng.standard_normal((1000, 64)),
+                          second + 0.5 * rng.standard_normal((1000, 64))])
+  reading = temperature_lib.read(draws, 1)
+  assert abs(reading.drift_z) > 10 * temperature_lib.STATIONARITY_Z
+  assert temperature_lib.verdict(reading) == judged
+  said = temperature_advice.advice('it', reading, 1., 'step_size')
+  assert ('moves away from its target' in said) == (judged != 'unsettled')
+  assert ('has not settled' in said) == (judged == 'unsettled')

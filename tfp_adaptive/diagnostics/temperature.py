@@ -60,8 +60,8 @@ from tfp_adaptive.diagnostics import effective_size as ess_lib
 
 __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
            'TOLERANCE', 'confirms', 'effective_size', 'final_verdict',
-           'imprecise', 'mixed_size', 'pooled_effective_size', 'read',
-           'read_ratio', 'unless_refuted', 'verdict']
+           'imprecise', 'leaving', 'mixed_size', 'pooled_effective_size',
+           'read', 'read_ratio', 'unless_refuted', 'verdict']
 
 # The effective sizes, declared in `tfp_adaptive.diagnostics.effective_size`.
 effective_size = ess_lib.effective_size
@@ -172,7 +172,7 @@ def verdict(reading, temperature=1., tolerance=TOLERANCE):
   combined standard errors and by more than the tolerance (no advice on a
   chain that is still moving; a drift within the tolerance moves no
   verdict, and a long run's many draws make even a slight one
-  significant).
+  significant), unless the run is leaving its target (`leaving`).
   ``'hot'``/``'cold'``: the ``±INTERVAL_Z·se`` interval lies wholly above
   or below ``τ(1 ± tolerance)``.
   """
@@ -181,11 +181,30 @@ def verdict(reading, temperature=1., tolerance=TOLERANCE):
   if reading.effective_size < MIN_EFFECTIVE_SIZE:
     return 'too short'
   if (abs(reading.drift_z) > STATIONARITY_Z and
-      abs(reading.second_half - reading.first_half) > tolerance * temperature):
+      abs(reading.second_half - reading.first_half) > tolerance * temperature
+      and not leaving(reading, temperature, tolerance)):
     return 'unsettled'
   if not _outside(reading, temperature, tolerance):
     return 'accurate'
   return 'hot' if reading.temperature > temperature else 'cold'
+
+
+def leaving(reading, temperature=1., tolerance=TOLERANCE):
+  """Whether a drifting `reading` moves away from ``τ``: both halves outside the band on one side, the second further out, and the whole interval outside it.
+
+  A chain that relaxes towards its target reads closer to ``τ`` in the
+  second half of the run than in the first, and running longer settles it.
+  One whose reading moves further out while it is already out (a step
+  that heats it more and more, a metric whose moving average drifts, a
+  chain that leaves its mode) does not settle by running longer: its
+  reading is judged hot or cold as it stands, and the advice is the
+  step's or the metric's.
+  """
+  first = reading.first_half / temperature - 1.
+  second = reading.second_half / temperature - 1.
+  return bool(first * second > 0. and abs(first) > tolerance and
+              abs(second) > abs(first) and
+              _outside(reading, temperature, tolerance))
 
 
 def final_verdict(reading, temperature=1., tolerance=TOLERANCE, final=True):

@@ -78,6 +78,11 @@ def advice(where, reading, temperature, step_name, adaptive=False,
           'from %.0f effective draws)' % (where, reading.temperature,
                                           reading.standard_error, temperature,
                                           reading.effective_size))
+  if temperature_lib.leaving(reading, temperature, tolerance):
+    said += (', further out in the second half of the run (%.3g) than in the '
+             'first (%.3g): the chain moves away from its target, which a '
+             'longer run does not settle' % (reading.second_half,
+                                              reading.first_half))
   if judged == 'unsettled':
     if reading.effective_size >= temperature_lib.MIN_EFFECTIVE_SIZE:
       times = advice_lib.LONGER
