@@ -245,23 +245,22 @@ def draw_settings(rng, quick):
   name = SAMPLERS[int(rng.integers(len(SAMPLERS)))]
   total = int(_log_uniform(rng, *STEPS)) // (4 if quick else 1)
   burn = int(rng.uniform(*BURNIN) * total)
-  decay = DECAYS[int(rng.integers(len(DECAYS)))]
-  bias = _log_uniform(rng, 1e-3, 1.)
-  accept = float(rng.uniform(*ACCEPT))
-  return Settings(name, _drawn_gamma(name), decay, bias, accept,
-                  total - burn, burn,
-                  burn if name.endswith('frozen') else None, None)
+  return _metric_and_step(rng, name, total, burn, ACCEPT)
 
 
 def draw_control_settings(rng, quick):
   """The `Settings` of a control run: SGLD or PSGLD frozen after its burn-in, a step around the documented one (`CONTROL_ACCEPT`) and a long run (`CONTROL_STEPS`)."""
   name = ('SGLD', 'PSGLD frozen')[int(rng.integers(2))]
   total = int(_log_uniform(rng, *CONTROL_STEPS)) // (4 if quick else 1)
-  burn = total // 4
+  return _metric_and_step(rng, name, total, total // 4, CONTROL_ACCEPT)
+
+
+def _metric_and_step(rng, name, total, burn, accept):
+  """The `Settings` of `name` run `total` steps with `burn` of burn-in: its decay, `diagonal_bias` and the wrapper's target acceptance drawn (from `accept`), the metric frozen after the burn-in for ``'PSGLD frozen'``."""
   decay = DECAYS[int(rng.integers(len(DECAYS)))]
   bias = _log_uniform(rng, 1e-3, 1.)
-  accept = float(rng.uniform(*CONTROL_ACCEPT))
-  return Settings(name, 'none', decay, bias, accept, total - burn, burn,
+  return Settings(name, _drawn_gamma(name), decay, bias,
+                  float(rng.uniform(*accept)), total - burn, burn,
                   burn if name.endswith('frozen') else None, None)
 
 
@@ -674,10 +673,10 @@ def main(args=None):
       note=('Command: `python -m benchmarks.panel --generated%s --runs %d '
             '--seed %d --control %g`. %d chains a run; the "control" runs '
             'are drawn to be accurate (well-conditioned Gaussians, SGLD or '
-            'a frozen metric, long runs), for the false-alarm '
-            'rate. "off": the deciding error beyond '
-            '10%% by two standard errors, or beyond 100%%; "within": within '
-            '5%% by as much. "told unread": the run said only that it could '
+            'a frozen metric, long runs), for the false-alarm rate. "off": '
+            'the deciding error beyond 10%% by two standard errors, or '
+            'beyond 100%%; "within": within 5%% by as much. "told unread": '
+            'the run said only that it could '
             'not be read (too short, its reading too imprecise to rule out '
             'a spread 10%% off, or a coordinate with too few effective draws '
             'across the chains), with the length it needs: not silent, '
@@ -695,8 +694,8 @@ def main(args=None):
          'fixed'],
         table, note=(
             'Command: `python -m benchmarks.panel --generated --advice%s '
-            '--runs %d --seed %d --control %g`. Each warned kernel run is run again with '
-            'the `changes` of its first warning that names some '
+            '--runs %d --seed %d --control %g`. Each warned kernel run is '
+            'run again with the `changes` of its first warning that names some '
             '(`tfa.diagnostics.SamplerWarning`): a smaller step fixed at '
             'the first run\'s adapted step times the factor (no wrapper), '
             'lengths times their factor (at most %gx), a metric frozen when '

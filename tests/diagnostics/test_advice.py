@@ -41,8 +41,8 @@ def test_a_hot_reading_lowers_the_step_by_the_factor_it_prints(step_name,
 
 def test_a_cold_minibatch_metric_is_frozen_not_stepped():
   said = temperature_advice.advice('the whole state', COLD, 1., 'step_size',
-                            adaptive=True, gamma='corrected_published',
-                            minibatch=True)
+                                   adaptive=True, gamma='corrected_published',
+                                   minibatch=True)
   assert 'no step removes' in said
   assert said.changes == (Change('num_adaptation_steps',
                                  value=advice.THE_BURNIN),)
@@ -57,11 +57,11 @@ FROZEN = Change('num_adaptation_steps', value=advice.THE_BURNIN)
 def test_a_metric_that_adapts_throughout_is_frozen_first(gamma):
   """Cold: freezing alone (a fixed metric neither lags nor needs Γ); hot or a shifted mean: freezing with the smaller step."""
   cold = temperature_advice.advice('the whole state', COLD, 1., 'step_size',
-                            adaptive=True, gamma=gamma)
+                                   adaptive=True, gamma=gamma)
   assert cold.changes == (FROZEN,), cold.changes
   assert 'Freeze the metric' in cold
   hot = temperature_advice.advice('the whole state', HOT, 1., 'step_size',
-                           adaptive=True, gamma=gamma)
+                                  adaptive=True, gamma=gamma)
   assert hot.changes[0] == FROZEN, hot.changes
   assert [c.parameter for c in hot.changes[1:]] == ['step_size',
                                                     'num_results']
@@ -70,7 +70,8 @@ def test_a_metric_that_adapts_throughout_is_frozen_first(gamma):
   # A metric frozen after burn-in, or none that adapts: the step alone.
   for cold_or_hot in (COLD, HOT):
     fixed = temperature_advice.advice('the whole state', cold_or_hot, 1.,
-                               'step_size', adaptive=False, gamma=gamma)
+                                      'step_size', adaptive=False,
+                                      gamma=gamma)
     assert fixed.changes[0].parameter == 'step_size', fixed.changes
 
 
@@ -106,18 +107,20 @@ def test_heat_the_step_does_not_explain_names_the_other_cause():
             None)]
   for kwargs, parameter, factor in cases:
     said = temperature_advice.advice('the whole state', HOT, 1., 'step_size',
-                              step_share=0.01, **kwargs)
+                                     step_share=0.01, **kwargs)
     assert 'will not remove it' in said, said
     assert said.changes[0].parameter == parameter, (kwargs, said.changes)
     assert said.changes[0].factor == factor
 
 
 def test_an_unsettled_or_short_run_is_lengthened_by_the_factor_it_prints():
-  said = temperature_advice.advice('the whole state', UNSETTLED, 1., 'step_size')
+  said = temperature_advice.advice('the whole state', UNSETTLED, 1.,
+                                   'step_size')
   assert 'about %gx' % advice.LONGER in said
   assert said.changes == (Change('num_results', factor=advice.LONGER),
                           Change('num_burnin_steps', factor=advice.LONGER))
-  said = temperature_advice.advice('the whole model', SHORT, 1., 'learning_rate')
+  said = temperature_advice.advice('the whole model', SHORT, 1.,
+                                   'learning_rate')
   times = int(re.search(r'at least (\d+) times', said).group(1))
   assert said.changes == (Change('epochs', factor=times),
                           Change('burnin', factor=times))
@@ -174,15 +177,17 @@ def test_chains_that_left_the_target_are_told_a_decade_smaller_step(value):
   shift = mean_force.Shift(value, value, 0., value, value, 0., 10, 0, 3.)
   numbers = regime.Regime(drift_ratio=float('inf'), gamma_ratio=0., lag=0.,
                           peak_factor=1.)
-  said = [temperature_advice.advice('the whole state', reading, 1., 'step_size'),
+  said = [temperature_advice.advice('the whole state', reading, 1.,
+                                    'step_size'),
           mean_force.advice('state part 0', shift, 'step_size'),
           regime.advice(numbers, ('step_size',), 'step_size', None)[0]]
   for text in said:
     assert _factor(text, 'step_size') == advice.DIVERGED, text
     assert text.changes[:2] == advice.smaller_step('step_size',
                                                    advice.DIVERGED)
-  frozen = temperature_advice.advice('the whole state', reading, 1., 'step_size',
-                              adaptive=True, gamma='corrected')
+  frozen = temperature_advice.advice('the whole state', reading, 1.,
+                                     'step_size', adaptive=True,
+                                     gamma='corrected')
   assert FROZEN in frozen.changes
 
 
@@ -217,8 +222,8 @@ def test_a_reading_too_wide_to_rule_out_a_bias_is_told_with_the_length_it_needs(
   """Judged accurate, but its ``±3·se`` half-width beyond twice the band's (a 20% error in τ, 10% in sd, not ruled out): told at the end, with ``(3·se / 0.2)²`` times as many draws."""
   wide = temperature.Reading(1.0, 0.1, 400., 1., 1., 0., 10)  # 1 ± 0.3.
   said = temperature_advice.advice_per_part({'overall': wide}, 'overall',
-                                     lambda _: 'the whole state', 1.,
-                                     'step_size', precise=True)
+                                            lambda _: 'the whole state', 1.,
+                                            'step_size', precise=True)
   said = said['overall']
   assert 'too imprecise to rule out' in said and 'at least 3 times' in said
   assert said.changes == (Change('num_results', factor=3),)
@@ -294,4 +299,3 @@ def test_a_short_funnel_run_whose_neck_has_not_mixed_is_not_silent():
   assert abs(err) - 2. * se > 0.1, (err, se)  # Off: the truth.
   assert run.said == [panel.UNREAD], run.said
   assert run.changes and run.changes[0].parameter == 'num_results'
-

@@ -151,7 +151,8 @@ def test_too_few_draws_far_off_are_reported_at_the_end_only():
   far = temperature_lib.Reading(0.26, 0.05, 3., 0.19, 0.33, 2., 10)
   near = temperature_lib.Reading(0.95, 0.05, 3., 0.9, 1., 1., 10)
   assert temperature_lib.verdict(far) == 'too short'
-  assert temperature_advice.advice('it', far, 1., 'step_size', final=False) is None
+  assert temperature_advice.advice('it', far, 1., 'step_size',
+                                  final=False) is None
   assert temperature_advice.advice('it', near, 1., 'step_size') is None
   message = temperature_advice.advice('it', far, 1., 'step_size')
   assert 'has not settled' in message and 'Lower' not in message, message

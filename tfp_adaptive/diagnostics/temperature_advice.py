@@ -263,14 +263,14 @@ def advice_per_part(readings, whole, where, temperature, step_name,
       counted as parts.
     precise: at the end of the run (`final`), report a whole run judged
       accurate whose interval is too wide to rule out a bias twice the
-      tolerance (`tfp_adaptive.diagnostics.temperature.imprecise`) as such, with the length it needs
-      (`too_imprecise`), instead of its parts: silence then rules out
-      draws that far off.
+      tolerance (`tfp_adaptive.diagnostics.temperature.imprecise`) as
+      such, with the length it needs (`too_imprecise`), instead of its
+      parts: silence then rules out draws that far off.
     fewest: optional ``(effective_size, name)`` of the coordinate (or
       prediction) with the fewest effective draws across the chains; with
       `precise`, a whole run judged accurate whose fewest are under
-      `tfp_adaptive.diagnostics.temperature.mixed_size` is reported as not mixed (`unmixed`) instead of its
-      parts.
+      `tfp_adaptive.diagnostics.temperature.mixed_size` is reported as not
+      mixed (`unmixed`) instead of its parts.
   """
   whole_said = temperature_lib.final_verdict(readings[whole], temperature,
                                              tolerance, final)
