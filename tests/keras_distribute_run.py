@@ -51,15 +51,16 @@ def main():
                          dict(gamma='corrected', burnin=0))]:
     single, _ = run(tf.distribute.get_strategy(), cls, **kw)
     multi, gap = run(mirrored, cls, **kw)
-    moved = max(float(np.max(np.abs(a - b))) for a, b in zip(
-        single, run(tf.distribute.get_strategy(), cls, **dict(kw, seed=8))[0]))
     out[name] = {
         'replicas': mirrored.num_replicas_in_sync,
         'replica_gap': gap,
         'vs_single': max(float(np.max(np.abs(a - b)))
                          for a, b in zip(single, multi)),
-        'other_seed_gap': moved,
     }
+    if name == 'PSGLD-corrected':  # The noise matters (one sampler is enough).
+      out[name]['other_seed_gap'] = max(
+          float(np.max(np.abs(a - b))) for a, b in zip(single, run(
+              tf.distribute.get_strategy(), cls, **dict(kw, seed=8))[0]))
   print(json.dumps(out))
 
 

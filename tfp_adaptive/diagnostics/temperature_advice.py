@@ -24,8 +24,8 @@ from tfp_adaptive.diagnostics import advice as advice_lib
 from tfp_adaptive.diagnostics import temperature as temperature_lib
 
 __all__ = ['STEP_SHARE_FACTOR', 'advice', 'advice_per_part', 'frozen_too',
-           'left_the_target', 'not_the_step', 'other_cause', 'too_imprecise',
-           'too_short', 'unmixed']
+           'left_the_target', 'not_the_step', 'other_cause', 'times_to_settle',
+           'too_imprecise', 'too_short', 'unmixed']
 
 # The heat a step explains: on a Gaussian the virial reads ``1 + drift_ratio``
 # (``ε/4`` of the exact-gradient step, plus the minibatch noise's share);
@@ -35,7 +35,7 @@ STEP_SHARE_FACTOR = 3.
 
 def advice(where, reading, temperature, step_name, adaptive=False,
            gamma='none', tolerance=temperature_lib.TOLERANCE, final=True,
-           step_share=None, minibatch=False, draws=None):
+           step_share=None, minibatch=False, draws=None, burnin_share=None):
   """The warning for a `reading` judged hot, cold or unsettled (else `None`).
 
   A reading from too few effective draws is not judged for bias. At the
@@ -65,6 +65,10 @@ def advice(where, reading, temperature, step_name, adaptive=False,
       names what is (`other_cause`).
     minibatch: whether the gradients were minibatch estimates.
     draws: what the reading's draws are, in the plural (`advice_per_part`).
+    burnin_share: optional length of the run's burn-in over the length of
+      the part read. For a run that has not settled, the length it needs
+      then counts the approach to ``τ`` that a burn-in as much longer
+      discards (`times_to_settle`); unknown, none is counted.
   """
   judged = temperature_lib.final_verdict(reading, temperature, tolerance,
                                          final)
@@ -84,10 +88,21 @@ def advice(where, reading, temperature, step_name, adaptive=False,
              'longer run does not settle' % (reading.second_half,
                                               reading.first_half))
   if judged == 'unsettled':
-    if reading.effective_size >= temperature_lib.MIN_EFFECTIVE_SIZE:
+    settle = times_to_settle(reading, temperature, tolerance, burnin_share)
+    if (reading.effective_size >= temperature_lib.MIN_EFFECTIVE_SIZE and
+        settle is None):
       times = advice_lib.LONGER
       longer = ('run longer (about %gx), with a burn-in as much longer'
                 % times)
+    elif reading.effective_size >= temperature_lib.MIN_EFFECTIVE_SIZE:
+      times, relaxation = settle
+      longer = ('its halves approach τ as a chain does whose distance decays '
+                'with a time of about %.2g times the part of the run read: '
+                'run %s%dx longer, with a burn-in as much longer (an '
+                'estimate that assumes one such time: directions slower than '
+                'the average may need more)'
+                % (relaxation, 'at least ' if times >= _MOST_TIMES else
+                   'about ', times))
     else:
       times = _times_too_short(reading)
       longer = 'run at least %d times as many %s, with a longer burn-in' % (
@@ -235,7 +250,7 @@ def advice_per_part(readings, whole, where, temperature, step_name,
                     tolerance=temperature_lib.TOLERANCE,
                     final=True, extra_wholes=(), step_share=None,
                     minibatch=False, draws=None, precise=False,
-                    fewest=None):
+                    fewest=None, burnin_share=None):
   """`advice` for a run read whole and per part: ``{key: message}`` of the parts to report.
 
   The whole run is reported on first. While it has not settled (or, before
@@ -257,6 +272,7 @@ def advice_per_part(readings, whole, where, temperature, step_name,
     draws: what the readings' draws are, in the plural, for a run too
       short to read (default: epochs with ``'learning_rate'``, else a
       kernel's draws).
+    burnin_share: as `advice`.
     extra_wholes: keys of other readings of the whole run (the Laplacian
       form), reported like `whole` once it has settled and when they say
       something else (a run that both read hot is reported once), and not
@@ -304,7 +320,8 @@ def advice_per_part(readings, whole, where, temperature, step_name,
       continue
     message = advice(where(key), readings[key], temperature, step_name,
                      adaptive, gamma, tolerance, final,
-                     step_share if key == whole else None, minibatch, draws)
+                     step_share if key == whole else None, minibatch, draws,
+                     burnin_share)
     if message:
       out[key] = message
   return out
@@ -384,6 +401,54 @@ def _draws(step_name):
   """What a reading's draws are: a `fit`'s epochs, or a kernel's draws."""
   return ('epochs after burn-in' if step_name == 'learning_rate' else
           'draws after burn-in (or as many more chains)')
+
+
+#: The most times longer `times_to_settle` advises ("at least" this many).
+_MOST_TIMES = 1000
+
+
+def times_to_settle(reading, temperature=1.,
+                    tolerance=temperature_lib.TOLERANCE, burnin_share=None):
+  """How many times longer a run that has not settled must be, burn-in as much longer, for its reading to settle within the tolerance.
+
+  The halves' distances from ``τ``, ``m1`` and ``m2``, are read as the
+  averages over each half of a distance that decays as ``A·exp(−t/λ)``
+  (``t`` in units of the part of the run read): their ratio is then
+  ``exp(−1/(2λ))``, which gives ``λ``, and ``m1`` gives ``A``. A run ``K``
+  times as long, whose burn-in (`burnin_share` times the part read, 0 when
+  unknown) is ``K`` times as long too, reads an average distance of
+  ``A·exp(−(K − 1)·burnin_share/λ)·(λ/K)·(1 − exp(−K/λ))``; the smallest
+  whole ``K`` of at least 2 that brings it under half the tolerance is
+  returned, at most `_MOST_TIMES`. One relaxation time stands for all: a target whose
+  directions relax at different rates shows the average, and its slowest
+  directions may need more.
+
+  Args:
+    reading: a `tfp_adaptive.diagnostics.temperature.Reading`.
+    temperature: ``τ``.
+    tolerance: relative tolerance on ``τ``.
+    burnin_share: optional burn-in length over the length of the part read.
+
+  Returns:
+    ``(K, λ)``, or `None` when the halves show no decay towards ``τ`` (on
+    opposite sides of it, or the second no nearer).
+  """
+  m1 = reading.first_half - temperature
+  m2 = reading.second_half - temperature
+  if not (np.isfinite(m1) and np.isfinite(m2)) or m1 == 0.:
+    return None
+  ratio = m2 / m1
+  if not 0. < ratio < 1.:
+    return None
+  relaxation = 0.5 / np.log(1. / ratio)
+  start = m1 / (relaxation * -np.expm1(-0.5 / relaxation))
+  share = max(float(burnin_share or 0.), 0.)
+  times = np.arange(2, _MOST_TIMES + 1, dtype=np.float64)  # Longer.
+  left = np.abs(start * np.exp(-(times - 1.) * share / relaxation) *
+                relaxation / times * -np.expm1(-times / relaxation))
+  within = np.flatnonzero(left <= 0.5 * tolerance * temperature)
+  return (int(times[within[0]]) if within.size else _MOST_TIMES,
+          float(relaxation))
 
 
 def _times_too_short(reading):

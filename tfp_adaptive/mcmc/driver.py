@@ -324,7 +324,9 @@ def sample(kernel, current_state, num_results, num_burnin_steps=0,
     temperature_lib.check_temperature(kernel, samples, seed=temperature_seed,
                                       max_draws=_reading_draws(kernel, total),
                                       predictions=predictions,
-                                      regime=track.regime(kernel))
+                                      regime=track.regime(kernel),
+                                      burnin_share=num_burnin_steps /
+                                      (total - num_burnin_steps))
   return samples, traces, results
 
 

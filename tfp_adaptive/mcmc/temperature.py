@@ -34,7 +34,7 @@ MAX_DRAWS = 256  # `check_temperature`'s default; `sample` reads more on long ru
 
 def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
                       seed=None, tolerance=temperature_lib.TOLERANCE,
-                      predictions=None, regime=None):
+                      predictions=None, regime=None, burnin_share=None):
   """The configurational temperature of each state part, with a warning when it is off.
 
   ``T = ⟨(θ − θ̄)·∇U(θ)⟩ / D`` over the draws, centred on the mean of all
@@ -94,6 +94,12 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
       message names the parameter that removes it
       (`tfp_adaptive.diagnostics.temperature_advice.not_the_step`).
       `tfa.mcmc.sample` and `tfa.mcmc.check_run` pass it.
+    burnin_share: optional float >= 0, the burn-in's steps over the steps
+      of the run that drew `samples`. A run that has not settled is then
+      told the length it needs counting the approach to ``τ`` that a
+      burn-in as much longer discards
+      (`tfp_adaptive.diagnostics.temperature_advice.times_to_settle`).
+      `tfa.mcmc.sample` passes it.
 
   Returns:
     dict: ``'overall'`` and each state part's index to its
@@ -116,6 +122,8 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
   validation.check_bool('warn', warn)
   validation.check_int('max_draws', max_draws, low=4)
   validation.check_number('tolerance', tolerance, low=0., low_open=True)
+  if burnin_share is not None:
+    validation.check_number('burnin_share', burnin_share, low=0.)
   validation.check_optional_callable(
       'predictions', predictions,
       'a callable taking the state parts and returning a Tensor')
@@ -167,7 +175,8 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
         minibatch=bool(getattr(params.get('target_log_prob_fn'),
                                'needs_seed', False)),
         precise=True,
-        fewest=_fewest_draws(drawn, chain_ndims, values, tolerance)).values())
+        fewest=_fewest_draws(drawn, chain_ndims, values, tolerance),
+        burnin_share=burnin_share).values())
     messages += mean_force.advice_per_part(
         shifts, readings['overall'], where, 'step_size', adaptive, gamma)
     if predicted is not None:
