@@ -310,7 +310,9 @@ class SamplerMonitor(keras.callbacks.Callback):
                          'layer %r' % key.split('/', 1)[1])
     messages = temperature_advice.advice_per_part(
         self.readings, 'temperature', where, tau, 'learning_rate',
-        opt.algorithm.adapts_throughout, opt.gamma, self.tolerance, final)
+        opt.algorithm.adapts_throughout, opt.gamma, self.tolerance, final,
+        burnin_share=sum(self._steps[:first]) / max(sum(self._steps[first:]),
+                                                    1))
     for key, message in messages.items():
       if key not in self._warned:
         self._warned.add(key)
