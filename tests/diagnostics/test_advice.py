@@ -309,7 +309,7 @@ def _halves(start, relaxation):
 
 
 def test_times_to_settle_reads_the_relaxation_time_of_halves_that_approach_tau():
-  """Halves of an exponential approach give back its time, and the smallest length whose burn-in leaves less than half the tolerance; halves on both sides of τ, or a second half no nearer, give none."""
+  """Halves of an exponential approach give back its time, and the smallest length whose burn-in leaves less than half the tolerance; halves on both sides of the target's value, or a second half no nearer, give none."""
   rng = np.random.default_rng()  # Drawn afresh in every run.
   seed = rng.integers(2 ** 31)
   for relaxation, start, share in zip(np.exp(rng.uniform(-2., 2., 20)),
@@ -317,9 +317,7 @@ def test_times_to_settle_reads_the_relaxation_time_of_halves_that_approach_tau()
                                       rng.uniform(0.2, 5., 20),
                                       rng.uniform(0., 1., 20)):
     m1, m2 = _halves(start, relaxation)
-    reading = temperature.Reading(1. + (m1 + m2) / 2, 0.01, 400., 1. + m1,
-                                  1. + m2, -20., 10)
-    times, read = temperature_advice.times_to_settle(reading, 1., 0.1, share)
+    times, read = temperature_advice.times_to_settle(m1, m2, 0.1, share)
     np.testing.assert_allclose(read, relaxation, rtol=1e-6,
                                err_msg='seed %d' % seed)
     left = lambda k: abs(start * np.exp(-(k - 1.) * share / relaxation) *
@@ -328,9 +326,15 @@ def test_times_to_settle_reads_the_relaxation_time_of_halves_that_approach_tau()
       assert left(times) <= 0.05, (seed, times, left(times))
     if times > 2:
       assert left(times - 1) > 0.05, (seed, times, left(times - 1))
-  for first, second in ((1.5, 0.9), (1.2, 1.3), (0.8, 0.8)):
-    reading = temperature.Reading(1., 0.01, 400., first, second, 5., 10)
-    assert temperature_advice.times_to_settle(reading) is None
+  # The mean force's halves, read the same way (distances from 0, in sds).
+  shift = mean_force.Shift(0.45, 0.01, 400., 0.6, 0.3, -20., 10, 2, 3.)
+  said = mean_force.advice('state part 0', shift, 'step_size')
+  times, _ = temperature_advice.times_to_settle(0.6, 0.3,
+                                                mean_force.TOLERANCE)
+  assert said.changes == advice.longer_run('step_size', times), said.changes
+  assert 'run about %dx longer' % times in said, said
+  for first, second in ((0.5, -0.1), (0.2, 0.3), (-0.2, -0.2), (0., 0.1)):
+    assert temperature_advice.times_to_settle(first, second, 0.1) is None
 
 
 @pytest.mark.slow

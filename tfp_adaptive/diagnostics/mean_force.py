@@ -199,7 +199,8 @@ def verdict(shift, tolerance=TOLERANCE):
 
 
 def advice(where, shift, step_name, adaptive=False, gamma='none',
-           tolerance=TOLERANCE, formula='sd(θ)·⟨∂U/∂θ⟩', item='coordinate'):
+           tolerance=TOLERANCE, formula='sd(θ)·⟨∂U/∂θ⟩', item='coordinate',
+           burnin_share=None):
   """The warning for a `shift` judged off or unsettled (else `None`).
 
   The factor for the step: a discretisation's shift of the mean grows
@@ -221,6 +222,10 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
     formula, item: how the reading and what it was read at are named
       (``tfp_adaptive.diagnostics.prediction_force.FORMULA`` and
       ``'prediction'`` for predictions).
+    burnin_share: optional burn-in length over the length of the part
+      read: a shift that has not settled is told the length it needs
+      counting a burn-in as much longer
+      (`tfp_adaptive.diagnostics.temperature_advice.times_to_settle`).
   """
   judged = verdict(shift, tolerance)
   if judged in ('accurate', 'too short'):
@@ -233,12 +238,16 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
           % (where, formula, item, shift.coordinate, shift.shift,
              shift.standard_error, shift.effective_size))
   if judged == 'unsettled':
+    longer, times = temperature_advice.settle_longer(
+        temperature_advice.times_to_settle(shift.first_half,
+                                           shift.second_half, tolerance,
+                                           burnin_share))
     return temperature_advice.frozen_too(advice_lib.Advice(
         '%s and has not settled: the first half of the run reads %.2g, the '
         'second %.2g (%.1f standard errors apart). The chains are still '
-        'moving: run longer (about %gx), with a burn-in as much longer.'
-        % (said, shift.first_half, shift.second_half, shift.drift_z,
-           advice_lib.LONGER), advice_lib.longer_run(step_name)), adaptive)
+        'moving: %s.'
+        % (said, shift.first_half, shift.second_half, shift.drift_z, longer),
+        advice_lib.longer_run(step_name, times)), adaptive)
   if item == 'coordinate':
     exact_where, besides = 'the curvature is diagonal', ''
   else:  # A curved prediction also reads a spread that is off.
@@ -266,7 +275,7 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
 
 
 def advice_per_part(shifts, whole, where, step_name, adaptive=False,
-                    gamma='none', **naming):
+                    gamma='none', burnin_share=None, **naming):
   """`advice` for each part's `Shift`, once the whole state has settled: a list of messages.
 
   Args:
@@ -275,11 +284,11 @@ def advice_per_part(shifts, whole, where, step_name, adaptive=False,
       settled (``final_verdict`` ``'unsettled'``), nothing is said here
       (the temperature's warning says it).
     where: ``key -> str`` naming what was read.
-    step_name, adaptive, gamma: as `advice`.
+    step_name, adaptive, gamma, burnin_share: as `advice`.
     **naming: `advice`'s ``formula`` and ``item``.
   """
   if temperature.final_verdict(whole) == 'unsettled':
     return []
   return [m for m in (advice(where(k), shift, step_name, adaptive, gamma,
-                             **naming)
+                             burnin_share=burnin_share, **naming)
                       for k, shift in shifts.items()) if m]

@@ -24,8 +24,8 @@ from tfp_adaptive.diagnostics import advice as advice_lib
 from tfp_adaptive.diagnostics import temperature as temperature_lib
 
 __all__ = ['STEP_SHARE_FACTOR', 'advice', 'advice_per_part', 'frozen_too',
-           'left_the_target', 'not_the_step', 'other_cause', 'times_to_settle',
-           'too_imprecise', 'too_short', 'unmixed']
+           'left_the_target', 'not_the_step', 'other_cause', 'settle_longer',
+           'times_to_settle', 'too_imprecise', 'too_short', 'unmixed']
 
 # The heat a step explains: on a Gaussian the virial reads ``1 + drift_ratio``
 # (``ε/4`` of the exact-gradient step, plus the minibatch noise's share);
@@ -88,21 +88,10 @@ def advice(where, reading, temperature, step_name, adaptive=False,
              'longer run does not settle' % (reading.second_half,
                                               reading.first_half))
   if judged == 'unsettled':
-    settle = times_to_settle(reading, temperature, tolerance, burnin_share)
-    if (reading.effective_size >= temperature_lib.MIN_EFFECTIVE_SIZE and
-        settle is None):
-      times = advice_lib.LONGER
-      longer = ('run longer (about %gx), with a burn-in as much longer'
-                % times)
-    elif reading.effective_size >= temperature_lib.MIN_EFFECTIVE_SIZE:
-      times, relaxation = settle
-      longer = ('its halves approach τ as a chain does whose distance decays '
-                'with a time of about %.2g times the part of the run read: '
-                'run %s%dx longer, with a burn-in as much longer (an '
-                'estimate that assumes one such time: directions slower than '
-                'the average may need more)'
-                % (relaxation, 'at least ' if times >= _MOST_TIMES else
-                   'about ', times))
+    if reading.effective_size >= temperature_lib.MIN_EFFECTIVE_SIZE:
+      longer, times = settle_longer(times_to_settle(
+          reading.first_half - temperature, reading.second_half - temperature,
+          tolerance * temperature, burnin_share))
     else:
       times = _times_too_short(reading)
       longer = 'run at least %d times as many %s, with a longer burn-in' % (
@@ -407,34 +396,34 @@ def _draws(step_name):
 _MOST_TIMES = 1000
 
 
-def times_to_settle(reading, temperature=1.,
-                    tolerance=temperature_lib.TOLERANCE, burnin_share=None):
+def times_to_settle(first, second, tolerance, burnin_share=None):
   """How many times longer a run that has not settled must be, burn-in as much longer, for its reading to settle within the tolerance.
 
-  The halves' distances from ``τ``, ``m1`` and ``m2``, are read as the
-  averages over each half of a distance that decays as ``A·exp(−t/λ)``
-  (``t`` in units of the part of the run read): their ratio is then
-  ``exp(−1/(2λ))``, which gives ``λ``, and ``m1`` gives ``A``. A run ``K``
-  times as long, whose burn-in (`burnin_share` times the part read, 0 when
-  unknown) is ``K`` times as long too, reads an average distance of
-  ``A·exp(−(K − 1)·burnin_share/λ)·(λ/K)·(1 − exp(−K/λ))``; the smallest
-  whole ``K`` of at least 2 that brings it under half the tolerance is
-  returned, at most `_MOST_TIMES`. One relaxation time stands for all: a target whose
-  directions relax at different rates shows the average, and its slowest
-  directions may need more.
+  `first` and `second`, the halves' distances from the value the reading
+  has at the target (``τ`` for a temperature, 0 for a mean force), are
+  read as the averages over each half of a distance that decays as
+  ``A·exp(−t/λ)`` (``t`` in units of the part of the run read): their
+  ratio is then ``exp(−1/(2λ))``, which gives ``λ``, and `first` gives
+  ``A``. A run ``K`` times as long, whose burn-in (`burnin_share` times the
+  part read, 0 when unknown) is ``K`` times as long too, reads an average
+  distance of ``A·exp(−(K − 1)·burnin_share/λ)·(λ/K)·(1 − exp(−K/λ))``;
+  the smallest whole ``K`` of at least 2 that brings it under half the
+  tolerance is returned, at most `_MOST_TIMES`. One relaxation time
+  stands for all: a target whose directions relax at different rates
+  shows the average, and its slowest directions may need more.
 
   Args:
-    reading: a `tfp_adaptive.diagnostics.temperature.Reading`.
-    temperature: ``τ``.
-    tolerance: relative tolerance on ``τ``.
+    first: the first half's distance from the target's value.
+    second: the second half's.
+    tolerance: the distance tolerated, in the reading's units
+      (``tolerance·τ`` for a temperature).
     burnin_share: optional burn-in length over the length of the part read.
 
   Returns:
-    ``(K, λ)``, or `None` when the halves show no decay towards ``τ`` (on
-    opposite sides of it, or the second no nearer).
+    ``(K, λ)``, or `None` when the halves show no decay towards the
+    target's value (on opposite sides of it, or the second no nearer).
   """
-  m1 = reading.first_half - temperature
-  m2 = reading.second_half - temperature
+  m1, m2 = float(first), float(second)
   if not (np.isfinite(m1) and np.isfinite(m2)) or m1 == 0.:
     return None
   ratio = m2 / m1
@@ -446,9 +435,23 @@ def times_to_settle(reading, temperature=1.,
   times = np.arange(2, _MOST_TIMES + 1, dtype=np.float64)  # Longer.
   left = np.abs(start * np.exp(-(times - 1.) * share / relaxation) *
                 relaxation / times * -np.expm1(-times / relaxation))
-  within = np.flatnonzero(left <= 0.5 * tolerance * temperature)
+  within = np.flatnonzero(left <= 0.5 * tolerance)
   return (int(times[within[0]]) if within.size else _MOST_TIMES,
           float(relaxation))
+
+
+def settle_longer(settle):
+  """The clause that tells a run that has not settled how much longer to run: from `times_to_settle`'s ``(K, λ)``, or `advice_lib.LONGER` when it is `None`; with the factor."""
+  if settle is None:
+    return ('run longer (about %gx), with a burn-in as much longer'
+            % advice_lib.LONGER, advice_lib.LONGER)
+  times, relaxation = settle
+  return ('its halves approach the target as a distance that decays with a '
+          'time of about %.2g times the part of the run read: run %s%dx '
+          'longer, with a burn-in as much longer (an estimate that assumes '
+          'one such time: directions slower than the average may need more)'
+          % (relaxation, 'at least ' if times >= _MOST_TIMES else 'about ',
+             times), times)
 
 
 def _times_too_short(reading):

@@ -178,12 +178,13 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
         fewest=_fewest_draws(drawn, chain_ndims, values, tolerance),
         burnin_share=burnin_share).values())
     messages += mean_force.advice_per_part(
-        shifts, readings['overall'], where, 'step_size', adaptive, gamma)
+        shifts, readings['overall'], where, 'step_size', adaptive, gamma,
+        burnin_share)
     if predicted is not None:
       messages += mean_force.advice_per_part(
           {0: predicted}, readings['overall'],
           lambda _: 'the predictions', 'step_size', adaptive, gamma,
-          formula=prediction_force.FORMULA, item='prediction')
+          burnin_share, formula=prediction_force.FORMULA, item='prediction')
     for message in messages:
       advice_lib.warn(message, type(inner).__name__)
   readings['mean_force'] = shifts
