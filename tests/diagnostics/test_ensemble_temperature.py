@@ -362,3 +362,14 @@ def test_the_live_reading_of_a_wider_model_reads_its_heat():
   assert panel.within_ten_percent(live, emp), (live, emp)
   assert [m for m in said['live'] if 'configurational temperature' in m
           and 'Lower `learning_rate`' in m], said
+
+
+def test_the_members_steps_give_the_burnin_share():
+  """The members' reading counts the burn-in before its first member (for the length a run that has not settled needs): the first member's step over the steps the members span; `None` where they do not say."""
+  from tfp_adaptive.keras import ensemble_temperature  # pylint: disable=g-import-not-at-top
+  from tfp_adaptive.keras.members import Member  # pylint: disable=g-import-not-at-top
+  members = [Member(s, 1e-3, None, None) for s in range(100, 501, 25)]
+  assert ensemble_temperature._burnin_share(members) == 0.25  # pylint: disable=protected-access
+  for steps in ([100], [100, 100], [None, 200]):
+    assert ensemble_temperature._burnin_share(  # pylint: disable=protected-access
+        [Member(s, 1e-3, None, None) for s in steps]) is None

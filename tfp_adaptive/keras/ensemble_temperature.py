@@ -42,6 +42,15 @@ ROWS = 1024
 PREDICTION_ROWS = 64
 
 
+def _burnin_share(members):
+  """The steps before the first member over the steps the members span (the burn-in's share, for the length a run that has not settled needs), or `None` where the members' steps do not say."""
+  steps = [m.step for m in members]
+  if not steps or any(s is None for s in steps):
+    return None
+  first, last = min(steps), max(steps)
+  return first / (last - first) if last > first else None
+
+
 def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
                  tolerance=temperature_lib.TOLERANCE, batch_size=None,
                  who='BayesianEnsemble.check_temperature',
@@ -159,19 +168,22 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
     where = {'overall': 'the whole model',
              'laplacian': 'the whole model in the Laplacian form (its stiff '
                           'directions weigh most)'}
+    burnin_share = _burnin_share(ensemble.members)
     messages = temperature_advice.advice_per_part(
         readings, 'overall', lambda key: where.get(key, 'layer %r' % key),
         tau, 'learning_rate',
         adaptive=opt.algorithm.adapts_throughout, gamma=opt.gamma,
         tolerance=tolerance, extra_wholes=('laplacian',),
-        draws='members (samples after burn-in)', precise=True)
+        draws='members (samples after burn-in)', precise=True,
+        burnin_share=burnin_share)
     messages = list(messages.values()) + mean_force.advice_per_part(
         shifts, readings['overall'], lambda name: 'layer %r' % name,
-        'learning_rate', opt.algorithm.adapts_throughout, opt.gamma)
+        'learning_rate', opt.algorithm.adapts_throughout, opt.gamma,
+        burnin_share)
     messages += mean_force.advice_per_part(
         {0: force}, readings['overall'], lambda _: "the model's outputs",
         'learning_rate', opt.algorithm.adapts_throughout, opt.gamma,
-        formula=prediction_force.FORMULA, item='prediction')
+        burnin_share, formula=prediction_force.FORMULA, item='prediction')
     for message in messages:
       advice_lib.warn(message, who)
   readings['mean_force'] = shifts
