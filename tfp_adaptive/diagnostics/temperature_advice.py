@@ -228,10 +228,10 @@ def other_cause(adaptive, gamma, minibatch, step_name='step_size'):
         "(`num_adaptation_steps`), shorten the average "
         "(`preconditioner_decay_rate`), or raise `diagonal_bias`.",
         advice_lib.frozen_metric())
+  longer, times = settle_longer(None)  # A settled reading shows no time.
   return advice_lib.Advice(
-      ' A chain that has not reached its target reads so too: run longer '
-      '(about %gx), with a burn-in as much longer.' % advice_lib.LONGER,
-      advice_lib.longer_run(step_name))
+      ' A chain that has not reached its target reads so too: %s.' % longer,
+      advice_lib.longer_run(step_name, times))
 
 
 def advice_per_part(readings, whole, where, temperature, step_name,
