@@ -60,7 +60,8 @@ def regression():
 
 
 def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS, data=None,
-            steps=STEPS_PER_EPOCH, callbacks=(), warm_start=False):
+            steps=STEPS_PER_EPOCH, callbacks=(), warm_start=False,
+            chains=None):
   """``(members [n, D], said {'live': [...], 'members': [...]}, readings, seconds)`` of one chain.
 
   `readings`: the members' (``SampleCollector(training_data=(x, y))``
@@ -75,16 +76,29 @@ def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS, data=None,
   collector (a step-size rule, for instance). `warm_start`: first train
   with Adam to a mode, as the README's recipe does
   (`common.adam_to_a_mode`, at most 48 epochs); `seconds` counts it.
+  `chains`: K chains in the one `fit` (`tfa.keras.Chains`), their
+  members ``[n, K, D]``; each starts from the warm start's weights, or
+  from fresh ones.
   """
   x, y = regression()[:2] if data is None else data
   n = len(x)
   keras.utils.set_random_seed(seed)
-  model = keras.Sequential([keras.Input((x.shape[1],)),
-                            keras.layers.Dense(y.shape[1])])
-  tfa.keras.priors.add_gaussian_prior(model, data_size=n, scale=1.)
+
+  def build():
+    model = keras.Sequential([keras.Input((x.shape[1],)),
+                              keras.layers.Dense(y.shape[1])])
+    tfa.keras.priors.add_gaussian_prior(model, data_size=n, scale=1.)
+    return model
+  model = build()
   t0 = time.time()
   if warm_start:
     common.adam_to_a_mode(model, x, y, 'mse', 48, batch_size)
+  if chains is not None:
+    models = [model] + [build() for _ in range(chains - 1)]
+    if warm_start:
+      for other in models[1:]:
+        other.set_weights(model.get_weights())
+    model = tfa.keras.Chains(models)
   model.compile(optimizer, 'mse', steps_per_execution=THINNING)
   data = tf.data.Dataset.from_tensor_slices((x, y))
   if batch_size < n:
@@ -108,10 +122,12 @@ def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS, data=None,
   # No members' reading where the collector could not take one (it says
   # why among its warnings).
   readings = dict(collector.member_readings or {})
-  if collector.members:
-    members = np.stack([np.concatenate([m.weights[0].ravel(),
-                                        m.weights[1].ravel()])
-                        for m in collector.members])
+  row = lambda m: np.concatenate([m.weights[0].ravel(), m.weights[1].ravel()])
+  if collector.members and chains is not None:
+    members = np.stack([np.stack([row(m) for m in collector.members
+                                  if m.chain == k]) for k in range(chains)], 1)
+  elif collector.members:
+    members = np.stack([row(m) for m in collector.members])
   else:  # Every step after burn-in was non-finite (it says so).
     members = np.zeros([0, 0])
   readings['live'] = collector.live_readings.get('temperature')

@@ -38,7 +38,12 @@ printed:
   step) at a target acceptance from 0.7 to 0.85, for 64,000 to 128,000
   steps: hundreds of the slowest direction's relaxation times, so that
   its sds are known to within a few percent and most such runs are within
-  5% of the truth. Their family is ``'control'``. Drawn targets are
+  5% of the truth. Their family is ``'control'``. A share
+  `FIT_CONTROL` of them run through `model.fit` instead
+  (`one_fit_control`, family ``'fit control'``): a linear regression of
+  like condition, `FIT_CONTROL_CHAINS` chains of SGLD in one `fit` from
+  the README's warm start, full batch, the step from
+  `CurvatureCalibration` at a heat of 1% to 3%. Drawn targets are
   rarely known that precisely (a NUTS reference alone has an error of a
   few percent), so without them the runs within 5%, on which the
   false-alarm rate is read, are too few to bound it; they show whether the
@@ -46,8 +51,8 @@ printed:
 
 Run ``i`` draws from its own generator, seeded by ``(seed, i)``, so that
 one run is reproduced alone; whether it is a control run is drawn from
-``(seed, i, 1)``, so that the other runs draw what they drew without
-controls. The runs go in batches (``--batch``, 10 by
+``(seed, i, 1)``, and whether a control runs in `fit` from ``(seed, i,
+2)``, so that the other runs draw what they drew without controls. The runs go in batches (``--batch``, 10 by
 default), each batch in a fresh process: every run compiles its own XLA
 functions, which a process keeps until it exits. ``--jobs`` batches run at
 once (default: one per CPU core); the rows come out in the runs' order
@@ -109,6 +114,10 @@ CONTROL = 0.3  # The share of control runs, drawn to be accurate.
 CONTROL_CONDITION = 4.  # Their Gaussians' largest condition number.
 CONTROL_STEPS = (64000, 128000)  # Their length, log-uniform.
 CONTROL_ACCEPT = (0.7, 0.85)  # Their wrapper's target acceptance.
+FIT_CONTROL = 1. / 3.  # The share of the controls run through `fit`.
+FIT_CONTROL_CHAINS = 64  # Their chains (`tfa.keras.Chains`), in one `fit`.
+FIT_CONTROL_STEPS = (24000, 48000)  # Their length, log-uniform.
+FIT_CONTROL_HEAT = (0.01, 0.03)  # Their `CurvatureCalibration` heat.
 
 
 def _log_uniform(rng, low, high):
@@ -373,10 +382,13 @@ def one_run(rng, quick, advice=False, control=False):
 
   With `advice`, a warned kernel run is run again following its advice
   (`follow`): the row's ``'rerun'`` (`None` where the advice names no
-  change that can be followed). A `control` run draws a well-conditioned
-  Gaussian and a sampler exact up to its step (`draw_control_settings`);
-  its family is ``'control'``.
+  change that can be followed). `control` (`is_control`'s): ``'kernel'``
+  draws a well-conditioned Gaussian and a sampler exact up to its step
+  (`draw_control_settings`), family ``'control'``; ``'fit'`` runs
+  `one_fit_control`.
   """
+  if control == 'fit':
+    return one_fit_control(rng, quick)
   if control:
     family = 'control'
     target, fn, reference, init, project, predictions = draw_gaussian(
@@ -472,7 +484,10 @@ def one_fit_run(rng, quick):
                            preconditioner_decay_rate=decay,
                            diagonal_bias=bias, gamma=name.split()[1])
     said = 'decay %g, bias %.2g, ' % (decay, bias)
-  rule = (tfa.keras.CurvatureCalibration((x, y), epochs=2) if curvature
+  # `panel_fit.run_one`'s epochs are 100 steps, not one pass: the rule
+  # is told the batch size.
+  rule = (tfa.keras.CurvatureCalibration((x, y), epochs=2, batch_size=batch)
+          if curvature
           else tfa.keras.StepSizeCalibration(epochs=5))
   target = 'fit: regression, D=%d, n=%d, batch %s' % (
       d, n, 'full' if batch == n else batch)
@@ -492,6 +507,62 @@ def one_fit_run(rng, quick):
   samples = members[:8 * blocks].reshape(8, blocks, -1).transpose(1, 0, 2)
   return judged('fit', target, label,
                 *panel.run_error(samples, reference, project=project), said,
+                seconds)
+
+
+def one_fit_control(rng, quick):
+  """A control run through `model.fit`, drawn to be accurate: a row (dict) of family ``'fit control'``.
+
+  A Bayesian linear regression like `one_fit_run`'s (1 to 10 inputs, 200
+  to 2,000 rows), its inputs' scales from 0.7 to 1.4 and offsets of sd 0.3, drawn
+  again until the posterior's condition number is at most
+  `CONTROL_CONDITION`; `FIT_CONTROL_CHAINS` chains of SGLD in one `fit`
+  (`tfa.keras.Chains`), all from the README's warm start (Adam to a mode),
+  the step set there by `tfa.keras.CurvatureCalibration` over 2 epochs with a heat drawn from
+  `FIT_CONTROL_HEAT` (the stiffest direction's variance at most that
+  much too large, minibatch noise included), for `FIT_CONTROL_STEPS`
+  steps (a quarter burn-in): a few hundred of the slowest direction's
+  relaxation times per chain. The members are read as a user's would
+  be, on the training data at the end of `fit`.
+  """
+  from benchmarks import panel_fit  # pylint: disable=g-import-not-at-top
+  d = int(rng.integers(1, 11))
+  n = int(rng.integers(200, 2001))
+  while True:
+    scales = np.exp(rng.uniform(np.log(0.7), np.log(1.4), d))
+    x = (rng.normal(size=(n, d)) * scales +
+         rng.normal(scale=0.3, size=d)).astype(np.float32)
+    xa = np.concatenate([x, np.ones((n, 1))], 1).astype(np.float64)
+    precision = 2. * xa.T @ xa + np.eye(d + 1)  # 'mse': N(y; ŷ, 1/2).
+    if np.linalg.cond(precision) <= CONTROL_CONDITION:
+      break
+  y = (x @ rng.normal(size=(d, 1)) + rng.normal() + rng.normal(
+      scale=np.sqrt(0.5), size=(n, 1))).astype(np.float32)
+  mean = np.linalg.solve(precision, 2. * xa.T @ y.astype(np.float64))[:, 0]
+  reference, project, _ = panel._gaussian(np.linalg.inv(precision), mean)  # pylint: disable=protected-access
+  batch = n
+  heat = _log_uniform(rng, *FIT_CONTROL_HEAT)
+  steps = int(_log_uniform(rng, *FIT_CONTROL_STEPS)) // (8 if quick else 1)
+  epochs = max(12, steps // panel_fit.STEPS_PER_EPOCH)
+  seed = int(rng.integers(1 << 30))
+  chains = 2 if quick else FIT_CONTROL_CHAINS
+  target = 'fit: regression, D=%d, n=%d, batch full' % (d, n)
+  label = 'SGLD (%d chains, CurvatureCalibration heat %.3f, %d steps)' % (
+      chains, heat, epochs * panel_fit.STEPS_PER_EPOCH)
+  try:
+    members, said_by, _, seconds = panel_fit.run_one(
+        tfa.keras.optimizers.SGLD(1e-4, data_size=n, seed=seed), batch,
+        seed=seed, epochs=epochs, data=(x, y), chains=chains, warm_start=True,
+        callbacks=[tfa.keras.CurvatureCalibration(
+            (x, y), heat=heat, epochs=2, batch_size=batch)])
+  except Exception as e:  # pylint: disable=broad-except
+    return raised('fit control', target, label, e)
+  said = sorted({panel.kind(m) for m in said_by['live'] + said_by['members']})
+  if not members.size:  # No samples to judge (every step non-finite): off.
+    return judged('fit control', target, label, np.inf, 0., 'sd', said,
+                  seconds)
+  return judged('fit control', target, label,
+                *panel.run_error(members, reference, project=project), said,
                 seconds)
 
 
@@ -525,11 +596,14 @@ def summary(rows):
   the checks cost an accurate run, and of the runs off told only that.
   """
   out = []
+  in_fit = ('fit', 'fit control')
   picks = [('all', lambda r: True),
-           ('kernels', lambda r: r['family'] != 'fit'),
-           ('all but the controls', lambda r: r['family'] != 'control')] + [
+           ('kernels', lambda r: r['family'] not in in_fit),
+           ('`fit`', lambda r: r['family'] in in_fit),
+           ('all but the controls',
+            lambda r: r['family'] not in ('control', 'fit control'))] + [
                (f, lambda r, f=f: r['family'] == f)
-               for f in FAMILIES + ('control',)]
+               for f in FAMILIES + ('control', 'fit control')]
   unread = lambda r: r['said'] and not warned(r)
   for name, pick in picks:
     miss = rate(rows, lambda r, p=pick: p(r) and r['off'],
@@ -576,8 +650,15 @@ def run_batch(seed, indices, quick, device, advice=False, share=CONTROL):
 
 
 def is_control(seed, i, share=CONTROL):
-  """Whether run `i` of the panel drawn from `seed` is a control run: drawn from ``(seed, i, 1)``, apart from the run's own draws."""
-  return bool(np.random.default_rng([seed, i, 1]).uniform() < share)
+  """Whether run `i` of the panel drawn from `seed` is a control run, and where: ``False``, ``'kernel'`` or ``'fit'``.
+
+  Drawn from ``(seed, i, 1)`` and ``(seed, i, 2)`` (the share
+  `FIT_CONTROL` in `fit`), apart from the run's own draws.
+  """
+  if not np.random.default_rng([seed, i, 1]).uniform() < share:
+    return False
+  fit = np.random.default_rng([seed, i, 2]).uniform() < FIT_CONTROL
+  return 'fit' if fit else 'kernel'
 
 
 def fixed(row):

@@ -43,12 +43,17 @@ def test_the_empirical_temperature_of_exact_draws_is_their_temperature():
 
 
 def test_control_runs_are_a_share_drawn_apart_from_each_runs_own_draws():
-  """The generated panel's control runs: about `CONTROL` of the runs (a binomial count within 4 sds), none at share 0, all at 1; SGLD or a frozen metric, at least `CONTROL_STEPS[0]` steps with a quarter of burn-in."""
+  """The generated panel's control runs: about `CONTROL` of the runs, about `FIT_CONTROL` of them in `fit` (binomial counts within 4 sds), none at share 0, all at 1; SGLD or a frozen metric, at least `CONTROL_STEPS[0]` steps with a quarter of burn-in."""
   from benchmarks import panel_generated as generated  # pylint: disable=g-import-not-at-top
   seed, n = int(np.random.default_rng().integers(1 << 20)), 2000
-  k = sum(generated.is_control(seed, i) for i in range(n))
-  p = generated.CONTROL
-  assert abs(k - n * p) < 4. * np.sqrt(n * p * (1. - p)), (seed, k)
+  kinds = [generated.is_control(seed, i) for i in range(n)]
+  assert set(kinds) == {False, 'kernel', 'fit'}, (seed, set(kinds))
+  within_4_sds = lambda k, n, p: abs(k - n * p) < 4. * np.sqrt(
+      n * p * (1. - p))
+  k = sum(map(bool, kinds))
+  assert within_4_sds(k, n, generated.CONTROL), (seed, k)
+  assert within_4_sds(kinds.count('fit'), k, generated.FIT_CONTROL), (
+      seed, kinds.count('fit'), k)
   assert not any(generated.is_control(seed, i, 0.) for i in range(50))
   assert all(generated.is_control(seed, i, 1.) for i in range(50))
   for i in range(20):

@@ -74,6 +74,33 @@ def test_full_batch_reads_the_hessian_top_eigenvalue():
     assert abs(lr * top / 0.4 - 1.) < 1e-3
 
 
+def test_a_repeated_pipeline_reads_the_batch_size_of_its_dataset_or_the_one_given():
+  """keras.io's `tf.data` pattern, ``.repeat()`` with `steps_per_epoch`, where an epoch is not one pass: full batch, the rule reads the Hessian's top eigenvalue as it does with arrays when it is given the batch size, or the dataset (before its ``.repeat()``) that holds it. From the steps it would take 10 steps of the full batch for batches of 20, and read far more noise. The repeated dataset itself is refused (it is read whole)."""
+  x, y = _data()
+  x1 = np.hstack([x, np.ones((N, 1))]).astype('float64')
+  top = np.linalg.eigvalsh(2. * x1.T @ x1)[-1]
+  batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(N)
+  for training_data, batch_size, exact in (((x, y), N, True),
+                                           (batches, None, True),
+                                           ((x, y), None, False)):
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(tfa.keras.optimizers.SGLD(1e-6, data_size=N, prior='flat'),
+                  loss='mse')
+    cal = tfa.keras.CurvatureCalibration(training_data, epochs=0,
+                                         iterations=60, batch_size=batch_size)
+    model.fit(batches.repeat(), steps_per_epoch=10, epochs=1, verbose=0,
+              callbacks=[cal])
+    value = cal.history[0][1]
+    assert (abs(value / top - 1.) < 1e-3) == exact, (batch_size, value, top)
+  with pytest.raises(ValueError, match='batch_size'):
+    tfa.keras.CurvatureCalibration((x, y), batch_size=0)
+  with pytest.raises(ValueError, match='training_data.*repeats forever'):
+    tfa.keras.CurvatureCalibration(batches.repeat())
+  with pytest.raises(ValueError, match='training_data.*repeats forever'):
+    tfa.keras.SampleCollector(training_data=batches.repeat())
+
+
 @pytest.mark.slow
 def test_minibatch_noise_enters_the_eigenvalue():
   x, y = _data()

@@ -44,8 +44,8 @@ class CurvatureCalibration(keras.callbacks.Callback):
   the chain moves. Keep the calibration epochs inside the collector's
   burn-in.
 
-  Each reading takes ``batches`` gradients of size ``B`` (``B`` from
-  `fit`'s steps per epoch; half of it with ``gamma='corrected'``, whose
+  Each reading takes ``batches`` gradients of size ``B`` (`batch_size`,
+  by default from `fit`'s steps per epoch; half of it with ``gamma='corrected'``, whose
   drift sees half of each minibatch) and ``2·iterations`` passes over at most
   `rows` examples (the Hessian-vector products of the power iteration).
 
@@ -60,6 +60,14 @@ class CurvatureCalibration(keras.callbacks.Callback):
     rows: int >= 1, examples of the Hessian-vector products (a random
       subset when there are more).
     seed: int, the seed of the subsets, batches and starting vector.
+    batch_size: int >= 1, the minibatch size `fit` trains with, or `None`
+      (default): the batch size of `training_data` when it is a batched
+      `tf.data.Dataset` (the pipeline `fit` runs), else the rows of
+      `training_data` over `fit`'s steps per epoch, which is right when
+      an epoch is one pass over the data. Pass it when it is not (arrays,
+      with `fit` on a repeated pipeline and `steps_per_epoch`): a size
+      read too small reads too much gradient noise and sets too small a
+      step.
 
   Attributes:
     history: one ``(learning_rate, eigenvalue)`` per reading (the rate
@@ -82,7 +90,7 @@ class CurvatureCalibration(keras.callbacks.Callback):
   """
 
   def __init__(self, training_data, heat=0.1, epochs=2, batches=16,
-               iterations=20, rows=2048, seed=0):
+               iterations=20, rows=2048, seed=0, batch_size=None):
     super().__init__()
     if training_data is None:
       raise TypeError('`training_data` must be (x, y) or a tf.data.Dataset '
@@ -96,6 +104,8 @@ class CurvatureCalibration(keras.callbacks.Callback):
     self.iterations = validation.check_int('iterations', iterations, low=1)
     self.rows = validation.check_int('rows', rows, low=1)
     self.seed = validation.check_seed('seed', seed)
+    self.batch_size = (None if batch_size is None else
+                       validation.check_int('batch_size', batch_size, low=1))
     self.history = []
     self._arrays = None
 
@@ -111,6 +121,9 @@ class CurvatureCalibration(keras.callbacks.Callback):
     if self._arrays is None:
       self._arrays = data_arrays.validation_arrays(self.training_data,
                                                     'training_data')
+      if (self.batch_size is None and
+          isinstance(self.training_data, tf.data.Dataset)):
+        self.batch_size = data_arrays.first_batch_rows(self.training_data)
     opt.build(self.model.trainable_variables)
     # Traced once a `fit`: the minibatch gradient and ``v -> H v`` of U.
     self._gradient = _energy_gradient(self.model, opt)
@@ -151,7 +164,10 @@ class CurvatureCalibration(keras.callbacks.Callback):
     x, y = self._arrays
     n = len(tf.nest.flatten(x)[0])
     steps = (self.params or {}).get('steps')
-    batch = 32 if not steps else int(np.ceil(n / int(np.asarray(steps))))
+    if self.batch_size is not None:
+      batch = min(self.batch_size, n)
+    else:
+      batch = 32 if not steps else int(np.ceil(n / int(np.asarray(steps))))
     # The drift's share of it (`fit` splits each minibatch for the default
     # Γ mode).
     batch = gamma_train_step.drift_rows(opt, batch)

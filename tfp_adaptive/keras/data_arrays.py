@@ -4,7 +4,8 @@ import numpy as np
 import tensorflow as tf
 import keras
 
-__all__ = ['as_arrays', 'check_validation_data', 'validation_arrays']
+__all__ = ['as_arrays', 'check_validation_data', 'first_batch_rows',
+           'validation_arrays']
 
 
 def check_validation_data(data, name='validation_data'):
@@ -14,7 +15,24 @@ def check_validation_data(data, name='validation_data'):
       (isinstance(data, (tuple, list)) and len(data) == 2)):
     raise TypeError('`%s` must be (x, y) or a tf.data.Dataset of (x, y). '
                     'Received: %r' % (name, type(data)))
+  if isinstance(data, tf.data.Dataset):
+    _check_finite(data, name)
   return data
+
+
+def _check_finite(dataset, name):
+  """Raises `ValueError` for a dataset that repeats forever (it is read whole)."""
+  if int(dataset.cardinality()) == int(tf.data.INFINITE_CARDINALITY):
+    raise ValueError(
+        '`%s` is a tf.data.Dataset that repeats forever (`.repeat()`), and '
+        'it is read whole: pass the dataset before `.repeat()`, or (x, y) '
+        'arrays.' % name)
+
+
+def first_batch_rows(dataset):
+  """The rows of `dataset`'s first element (its batch size, for a batched dataset)."""
+  x, _, _ = keras.utils.unpack_x_y_sample_weight(next(iter(dataset)))
+  return int(tf.nest.flatten(x)[0].shape[0])
 
 
 def validation_arrays(data, name='validation_data'):
@@ -33,6 +51,7 @@ def as_arrays(x, y=None):
   if y is not None:
     raise ValueError('`y` must be None when `x` is a tf.data.Dataset (it '
                      'yields the targets).')
+  _check_finite(x, 'x')
   xs, ys = [], []
   for element in x:
     bx, by, bw = keras.utils.unpack_x_y_sample_weight(element)
