@@ -9,6 +9,8 @@
   that is off advises.
 - `mean_force` and `prediction_force`: the force per coordinate and along
   a model's predictions, which vanish at the target.
+- `run_advice`: every message a run's readings call for (temperature,
+  mean force, prediction force), for kernels and Keras alike.
 - `probes`: the per-draw Hutchinson and second-difference terms, from any
   gradient function (kernels and Keras alike).
 - `regime`: the regime numbers of an adaptive metric and their advice.
@@ -30,6 +32,7 @@ from tfp_adaptive.diagnostics import mean_force
 from tfp_adaptive.diagnostics import prediction_force
 from tfp_adaptive.diagnostics import probes
 from tfp_adaptive.diagnostics import regime
+from tfp_adaptive.diagnostics import run_advice
 from tfp_adaptive.diagnostics import stationary
 from tfp_adaptive.diagnostics import temperature
 from tfp_adaptive.diagnostics import temperature_advice

@@ -28,9 +28,9 @@ from tfp_adaptive import validation
 from tfp_adaptive.diagnostics import advice as advice_lib
 from tfp_adaptive.diagnostics import mean_force
 from tfp_adaptive.diagnostics import prediction_force
+from tfp_adaptive.diagnostics import run_advice
 from tfp_adaptive.diagnostics import probes as probes_lib
 from tfp_adaptive.diagnostics import temperature as temperature_lib
-from tfp_adaptive.diagnostics import temperature_advice
 from tfp_adaptive.keras import optimizer_base
 
 __all__ = ['batch_energy', 'read_members']
@@ -168,22 +168,12 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
     where = {'overall': 'the whole model',
              'laplacian': 'the whole model in the Laplacian form (its stiff '
                           'directions weigh most)'}
-    burnin_share = _burnin_share(ensemble.members)
-    messages = temperature_advice.advice_per_part(
-        readings, 'overall', lambda key: where.get(key, 'layer %r' % key),
-        tau, 'learning_rate',
-        adaptive=opt.algorithm.adapts_throughout, gamma=opt.gamma,
-        tolerance=tolerance, extra_wholes=('laplacian',),
-        draws='members (samples after burn-in)', precise=True,
-        burnin_share=burnin_share)
-    messages = list(messages.values()) + mean_force.advice_per_part(
-        shifts, readings['overall'], lambda name: 'layer %r' % name,
-        'learning_rate', opt.algorithm.adapts_throughout, opt.gamma,
-        burnin_share)
-    messages += mean_force.advice_per_part(
-        {0: force}, readings['overall'], lambda _: "the model's outputs",
-        'learning_rate', opt.algorithm.adapts_throughout, opt.gamma,
-        burnin_share, formula=prediction_force.FORMULA, item='prediction')
+    messages = run_advice.messages(
+        readings, shifts, force, lambda key: where.get(key, 'layer %r' % key),
+        "the model's outputs", tau, 'learning_rate',
+        opt.algorithm.adapts_throughout, opt.gamma,
+        _burnin_share(ensemble.members), tolerance=tolerance,
+        draws='members (samples after burn-in)')
     for message in messages:
       advice_lib.warn(message, who)
   readings['mean_force'] = shifts

@@ -23,8 +23,8 @@ from tfp_adaptive.diagnostics import effective_size as ess_lib
 from tfp_adaptive.diagnostics import mean_force
 from tfp_adaptive.diagnostics import prediction_force
 from tfp_adaptive.diagnostics import probes as probes_lib
+from tfp_adaptive.diagnostics import run_advice
 from tfp_adaptive.diagnostics import temperature as temperature_lib
-from tfp_adaptive.diagnostics import temperature_advice
 from tfp_adaptive.mcmc import kernel as kernel_lib
 
 __all__ = ['check_temperature']
@@ -168,23 +168,13 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
     adaptive = ours and inner.algorithm.adapts_throughout
     gamma = params.get('gamma', 'none')
     where = lambda key: _WHERE.get(key, 'state part %s' % key)
-    messages = list(temperature_advice.advice_per_part(
-        readings, 'overall', where, tau, 'step_size', adaptive=adaptive,
-        gamma=gamma, tolerance=tolerance, extra_wholes=('laplacian',),
+    messages = run_advice.messages(
+        readings, shifts, predicted, where, 'the predictions', tau,
+        'step_size', adaptive, gamma, burnin_share, tolerance=tolerance,
         step_share=_step_share(regime),
         minibatch=bool(getattr(params.get('target_log_prob_fn'),
                                'needs_seed', False)),
-        precise=True,
-        fewest=_fewest_draws(drawn, chain_ndims, values, tolerance),
-        burnin_share=burnin_share).values())
-    messages += mean_force.advice_per_part(
-        shifts, readings['overall'], where, 'step_size', adaptive, gamma,
-        burnin_share)
-    if predicted is not None:
-      messages += mean_force.advice_per_part(
-          {0: predicted}, readings['overall'],
-          lambda _: 'the predictions', 'step_size', adaptive, gamma,
-          burnin_share, formula=prediction_force.FORMULA, item='prediction')
+        fewest=_fewest_draws(drawn, chain_ndims, values, tolerance))
     for message in messages:
       advice_lib.warn(message, type(inner).__name__)
   readings['mean_force'] = shifts
