@@ -143,6 +143,40 @@ def test_a_run_too_short_to_read_says_so_with_the_length_it_needs():
                                        1.) == 'accurate'
 
 
+@pytest.mark.slow
+def test_the_burnin_given_counts_in_the_length_an_unsettled_run_is_told():
+  """`sample_chain`'s `num_burnin_steps`, passed on, counts in the length a run that has not settled is told (a burn-in as much longer is part of it): a smaller factor than without it, the one `tfa.mcmc.sample` would tell (its share of the steps after it)."""
+  kernel = tfa.mcmc.SGLD(_normal, 0.01)
+  start = 2. + tf.random.stateless_normal([32, D], seed=(5, 6))
+  with warnings.catch_warnings():
+    warnings.simplefilter('ignore')  # TFP's "not calibrated".
+    samples, trace = tf.function(lambda: tfp.mcmc.sample_chain(
+        300, start, kernel=kernel, num_burnin_steps=100,
+        num_steps_between_results=1, trace_fn=tfa.mcmc.trace_checks,
+        seed=(1, 2)), jit_compile=True)()
+
+  def factors(**burnin):
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter('always')
+      tfa.mcmc.check_run(kernel, samples, trace, seed=(3, 4), **burnin)
+    return {c.parameter: c.factor for w in caught
+            for c in tfa.diagnostics.advice.changes_of(w.message)}
+  alone = factors()
+  counted = factors(num_burnin_steps=100, num_steps_between_results=1)
+  assert set(alone) == set(counted) == {'num_results', 'num_burnin_steps'}
+  assert counted['num_results'] < alone['num_results'], (counted, alone)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    tfa.mcmc.check_temperature(kernel, samples, seed=(3, 4),
+                               burnin_share=100 / 600)
+  assert counted == {c.parameter: c.factor for w in caught
+                     for c in tfa.diagnostics.advice.changes_of(w.message)}
+  for name, value in (('num_burnin_steps', -1),
+                      ('num_steps_between_results', -1)):
+    with pytest.raises(ValueError, match=name):
+      tfa.mcmc.check_run(kernel, samples, trace, **{name: value})
+
+
 def test_the_fewest_effective_draws_are_counted_where_the_run_is_compared():
   """Without predictions, among the state's coordinates over every draw; with them, among the predictions, whose chains here disagree in one of three (each sits at its own offset) while the state mixes; with too few read predictions to show 450 draws, not at all."""
   from tfp_adaptive.mcmc import temperature as mcmc_temperature  # pylint: disable=g-import-not-at-top

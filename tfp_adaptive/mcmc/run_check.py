@@ -4,6 +4,7 @@ import collections
 import warnings
 
 import numpy as np
+import tensorflow as tf
 
 from tfp_adaptive import validation
 from tfp_adaptive.mcmc import driver
@@ -76,7 +77,8 @@ def _find_checks(trace):
 
 
 def check_run(kernel, samples, trace, check_temperature=True, seed=None,
-              stuck_steps=100, predictions=None):
+              stuck_steps=100, predictions=None, num_burnin_steps=None,
+              num_steps_between_results=0):
   """Checks a finished run as `tfa.mcmc.sample` does, and warns the same way.
 
   For a chain run by `tfp.mcmc.sample_chain` (or any loop of
@@ -103,6 +105,11 @@ def check_run(kernel, samples, trace, check_temperature=True, seed=None,
       were all rejected.
     predictions: optional callable of the state returning smooth
       predictions, as in `tfa.mcmc.sample`.
+    num_burnin_steps, num_steps_between_results: ints >= 0, what
+      `sample_chain` was given. A run that has not settled is told a
+      length with a burn-in as much longer, and the burn-in it had
+      counts in that length; unknown (`None`, the default), none is
+      counted and the length told is the larger one.
 
   Returns:
     `RunReport`.
@@ -118,6 +125,10 @@ def check_run(kernel, samples, trace, check_temperature=True, seed=None,
                     'Received: %r' % (kernel,))
   validation.check_bool('check_temperature', check_temperature)
   validation.check_int('stuck_steps', stuck_steps)
+  if num_burnin_steps is not None:
+    validation.check_int('num_burnin_steps', num_burnin_steps, low=0)
+  validation.check_int('num_steps_between_results',
+                       num_steps_between_results, low=0)
   checks = _find_checks(trace)
   if checks is None:
     raise ValueError(
@@ -137,8 +148,13 @@ def check_run(kernel, samples, trace, check_temperature=True, seed=None,
                               warn=True, estimates=not check_temperature)[0]
     readings = None
     if check_temperature:
+      draws = int(np.shape(tf.nest.flatten(samples)[0])[0])
+      burnin_share = (None if num_burnin_steps is None else
+                      num_burnin_steps /
+                      max(draws * (1 + num_steps_between_results), 1))
       readings = temperature_lib.check_temperature(
-          kernel, samples, seed=seed, predictions=predictions, regime=regime)
+          kernel, samples, seed=seed, predictions=predictions, regime=regime,
+          burnin_share=burnin_share)
   for w in caught:
     warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
   return RunReport(regime, readings, counts,
