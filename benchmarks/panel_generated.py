@@ -115,7 +115,7 @@ CONTROL_CONDITION = 4.  # Their Gaussians' largest condition number.
 CONTROL_STEPS = (64000, 128000)  # Their length, log-uniform.
 CONTROL_ACCEPT = (0.7, 0.85)  # Their wrapper's target acceptance.
 FIT_CONTROL = 1. / 3.  # The share of the controls run through `fit`.
-FIT_CONTROL_CHAINS = 32  # Their chains (`tfa.keras.Chains`), in one `fit`.
+FIT_CONTROL_CHAINS = 64  # Their chains (`tfa.keras.Chains`), in one `fit`.
 FIT_CONTROL_STEPS = (24000, 48000)  # Their length, log-uniform.
 FIT_CONTROL_HEAT = (0.01, 0.03)  # Their `CurvatureCalibration` heat.
 

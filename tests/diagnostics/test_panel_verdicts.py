@@ -63,3 +63,15 @@ def test_control_runs_are_a_share_drawn_apart_from_each_runs_own_draws():
     assert st.steps + st.burn >= generated.CONTROL_STEPS[0] - 1, st
     assert st.burn == (st.steps + st.burn) // 4, st
     assert (st.frozen == st.burn) == (st.name == 'PSGLD frozen'), st
+
+
+@pytest.mark.slow
+def test_a_control_in_fit_runs_many_chains_of_the_full_batch_and_is_judged():
+  """The generated panel's control in `fit` (quick size): chains of SGLD in one `fit` on a well-conditioned regression, the full batch, judged against the exact posterior as the other runs are."""
+  from benchmarks import panel_generated as generated  # pylint: disable=g-import-not-at-top
+  row = generated.one_fit_control(np.random.default_rng([99, 2]), True)
+  assert row['family'] == 'fit control', row
+  assert row['target'].endswith('batch full'), row
+  assert row['sampler'].startswith('SGLD (2 chains, CurvatureCalibration'), row
+  assert np.isfinite(row['err']) and 0. < row['se'] < 1., row
+  assert isinstance(row['said'], list), row
