@@ -44,9 +44,9 @@ class CurvatureCalibration(keras.callbacks.Callback):
   the chain moves. Keep the calibration epochs inside the collector's
   burn-in.
 
-  Each reading takes ``batches`` gradients of size ``B`` (`batch_size`,
-  by default from `fit`'s steps per epoch; half of it with ``gamma='corrected'``, whose
-  drift sees half of each minibatch) and ``2·iterations`` passes over at most
+  Each reading takes ``batches`` gradients of size ``B`` (`batch_size`;
+  half of it with ``gamma='corrected'``, whose drift sees half of each
+  minibatch) and ``2·iterations`` passes over at most
   `rows` examples (the Hessian-vector products of the power iteration).
 
   Args:
