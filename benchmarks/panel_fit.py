@@ -62,7 +62,7 @@ def regression():
 def run_one(optimizer, batch_size, seed=0, epochs=EPOCHS, data=None,
             steps=STEPS_PER_EPOCH, callbacks=(), warm_start=False,
             chains=None):
-  """``(members [n, D], said {'live': [...], 'members': [...]}, readings, seconds)`` of one chain.
+  """``(members [n, D], said {'live': [...], 'members': [...]}, readings, seconds)`` of one chain (or of `chains`).
 
   `readings`: the members' (``SampleCollector(training_data=(x, y))``
   reads them at the end of `fit`, `BayesianEnsemble.check_temperature`),
