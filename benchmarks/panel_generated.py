@@ -432,6 +432,27 @@ def _kernel_run(family, target, fn, reference, init, project, predictions,
   return dict(row, changes=run.changes, step=run.step)
 
 
+def _targets(rng, x):
+  """A `fit` regression's targets: random weights and intercept, noise of variance 1/2 (the likelihood of ``'mse'``)."""
+  n, d = x.shape
+  return (x @ rng.normal(size=(d, 1)) + rng.normal() + rng.normal(
+      scale=np.sqrt(0.5), size=(n, 1))).astype(np.float32)
+
+
+def _precision(x):
+  """The posterior precision of the weights and bias: ``2XᵀX + I`` ('mse': N(y; ŷ, 1/2), prior N(0, 1))."""
+  xa = np.concatenate([x, np.ones((len(x), 1))], 1).astype(np.float64)
+  return 2. * xa.T @ xa + np.eye(xa.shape[1])
+
+
+def _posterior(x, y, precision):
+  """``(reference, project)`` of `panel.run_error` for the exact posterior of a `fit` regression."""
+  xa = np.concatenate([x, np.ones((len(x), 1))], 1).astype(np.float64)
+  mean = np.linalg.solve(precision, 2. * xa.T @ y.astype(np.float64))[:, 0]
+  reference, project, _ = panel._gaussian(np.linalg.inv(precision), mean)  # pylint: disable=protected-access
+  return reference, project
+
+
 def one_fit_run(rng, quick):
   """One `model.fit` run on a random Bayesian linear regression, judged against its exact posterior: a row (dict).
 
@@ -454,12 +475,8 @@ def one_fit_run(rng, quick):
   scales = np.exp(rng.uniform(np.log(0.2), np.log(5.), d))
   x = (rng.normal(size=(n, d)) * scales + rng.normal(size=d)).astype(
       np.float32)
-  y = (x @ rng.normal(size=(d, 1)) + rng.normal() + rng.normal(
-      scale=np.sqrt(0.5), size=(n, 1))).astype(np.float32)
-  xa = np.concatenate([x, np.ones((n, 1))], 1).astype(np.float64)
-  precision = 2. * xa.T @ xa + np.eye(d + 1)  # 'mse': N(y; ŷ, 1/2).
-  mean = np.linalg.solve(precision, 2. * xa.T @ y.astype(np.float64))[:, 0]
-  reference, project, _ = panel._gaussian(np.linalg.inv(precision), mean)  # pylint: disable=protected-access
+  y = _targets(rng, x)
+  reference, project = _posterior(x, y, _precision(x))
   batches = [n] + [b for b in (32, 64, 128) if b < n]
   batch = batches[int(rng.integers(len(batches)))]
   name = SAMPLERS[int(rng.integers(len(SAMPLERS)))]
@@ -532,14 +549,11 @@ def one_fit_control(rng, quick):
     scales = np.exp(rng.uniform(np.log(0.7), np.log(1.4), d))
     x = (rng.normal(size=(n, d)) * scales +
          rng.normal(scale=0.3, size=d)).astype(np.float32)
-    xa = np.concatenate([x, np.ones((n, 1))], 1).astype(np.float64)
-    precision = 2. * xa.T @ xa + np.eye(d + 1)  # 'mse': N(y; ŷ, 1/2).
+    precision = _precision(x)
     if np.linalg.cond(precision) <= CONTROL_CONDITION:
       break
-  y = (x @ rng.normal(size=(d, 1)) + rng.normal() + rng.normal(
-      scale=np.sqrt(0.5), size=(n, 1))).astype(np.float32)
-  mean = np.linalg.solve(precision, 2. * xa.T @ y.astype(np.float64))[:, 0]
-  reference, project, _ = panel._gaussian(np.linalg.inv(precision), mean)  # pylint: disable=protected-access
+  y = _targets(rng, x)
+  reference, project = _posterior(x, y, precision)
   batch = n
   heat = _log_uniform(rng, *FIT_CONTROL_HEAT)
   steps = int(_log_uniform(rng, *FIT_CONTROL_STEPS)) // (8 if quick else 1)
