@@ -56,9 +56,12 @@ OPTIMIZERS = {
 }
 
 
-# The quick tier keeps PSGLD's; every sampler runs with the slow tests.
+# The quick tier keeps PSGLD's; CI adds a matrix metric and a velocity
+# (Shampoo's, SGHMC's); the full-size run every sampler.
 @pytest.mark.parametrize('name', [
-    n if n == 'PSGLD' else pytest.param(n, marks=pytest.mark.slow)
+    n if n == 'PSGLD' else pytest.param(n, marks=(
+        (pytest.mark.slow,) if n in ('ShampooSGRLD', 'SGHMC')
+        else (pytest.mark.slow, full_size_only())))
     for n in sorted(OPTIMIZERS)])
 def test_each_chain_is_its_own_fit_without_noise(name):
   """No noise (``burnin`` beyond the run), Γ off: deterministic, so equal."""
@@ -72,13 +75,13 @@ def test_each_chain_is_its_own_fit_without_noise(name):
       np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
 
 
-# 'original' is the published Γ times 1 − α: run at full size only. The
-# default 'corrected' (halves of each minibatch) also has its own test with
-# chains (`test_independent_metric.py`).
+# CI runs the default, 'corrected' (halves of each minibatch); 'original'
+# (the published Γ times 1 − α) and 'corrected_lagged' share its path per
+# chain and run at full size.
 @pytest.mark.slow
 @pytest.mark.parametrize('gamma', [
     pytest.param('original', marks=full_size_only()), 'corrected',
-    'corrected_lagged'])
+    pytest.param('corrected_lagged', marks=full_size_only())])
 def test_each_chain_has_its_own_gamma(gamma):
   """Γ of every mode, computed exactly (no probe) and without noise: each chain as its own fit."""
   x, y = _digits(128)
@@ -339,8 +342,10 @@ def test_bad_arguments_are_refused_at_construction():
 N, D = 40, 2
 
 
+# CI: PSGLD's; MongeSGRLD's (its own Γ, tested per chain above) at full size.
 @pytest.mark.statistical
-@pytest.mark.parametrize('name', ['PSGLD', 'MongeSGRLD'])
+@pytest.mark.parametrize('name', ['PSGLD', pytest.param(
+    'MongeSGRLD', marks=full_size_only())])
 def test_chains_sample_the_exact_posterior(name):
   """Eight chains of a Bayesian linear regression, pooled, against the exact Gaussian posterior.
 

@@ -13,11 +13,24 @@ import sys
 
 import pytest
 from tests.conftest import ROOT
+from tests.conftest import full_size_only
 
+# CI runs the quick modes of the benchmarks that hold the library's claims
+# (the papers' stationary densities, the regimes, both panels, the quality
+# table); the others' quick modes run with the full-size tests
+# (`TFPA_STAT_SCALE > 1`), and every one of them with `python -m benchmarks
+# --all --quick`.
+CI = ('benchmarks.rensmeyer_figures', 'benchmarks.regimes', 'benchmarks.panel',
+      'benchmarks.quality')
+
+
+def _cases(cases):
+  return [c if c[0] in CI else pytest.param(*c, marks=full_size_only())
+          for c in cases]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('module, outputs, args', [
+@pytest.mark.parametrize('module, outputs, args', _cases([
     ('benchmarks.rensmeyer_figures',
      ['%s_%s' % (f, k) for f in ('fig1', 'fig2', 'fig3', 'mixture')
       for k in ('table.md', 'stationary.png')], []),
@@ -49,7 +62,7 @@ from tests.conftest import ROOT
     ('benchmarks.lecture_regression', ['lecture_regression.md',
                                        'lecture_batch.png', 'lecture_tau.png'],
      []),
-])
+]))
 def test_benchmark_quick_mode_writes_outputs(module, outputs, args, tmp_path,
                                              monkeypatch):
   monkeypatch.syspath_prepend(ROOT)
