@@ -365,6 +365,37 @@ def test_drift_ratio_held_by_a_fit_that_raised_is_given_by_the_next_fit():
   assert model.optimizer.statistics.members_read_at is None
 
 
+@pytest.mark.slow
+def test_a_held_warning_reads_more_members_when_the_first_reading_is_too_wide():
+  """Eight chains of SGLD in one `fit` over a repeated full-batch pipeline,
+  at a step whose `drift_ratio` (about 0.03) is over its 0.02 band while
+  the sampled spread is right: 128 members read too wide to rule the heat
+  out, so the collector reads as many more as the width asks for, which
+  confirm the band, and the held warning is not given."""
+  model, x, y = _linear_model()
+  models = [model] + [_linear_model()[0] for _ in range(7)]
+  for k, m in enumerate(models):  # Each chain from its own start.
+    m.set_weights([w + 0.1 * k for w in m.get_weights()])
+  chains = tfa.keras.Chains(models)
+  chains.compile(tfa.keras.optimizers.SGLD(3e-4, data_size=200, seed=0),
+                 'mse')
+  collector = tfa.keras.SampleCollector(
+      burnin=500, thinning=4, monitor=False, training_data=(x, y))
+  data = tf.data.Dataset.from_tensor_slices((x, y)).batch(200).repeat()
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    history = chains.fit(data, steps_per_epoch=100, epochs=25, verbose=0,
+                         callbacks=[collector])
+  assert np.mean(history.history['drift_ratio'][5:]) > 0.02
+  readings = collector.member_readings
+  # Read again: more effective draws than the first 128 members hold.
+  assert readings['overall'].effective_size > 128, readings
+  for key in ('overall', 'laplacian'):
+    assert temperature.confirms(readings[key], 1., 0.1), readings[key]
+  said = [str(w.message) for w in caught]
+  assert not [m for m in said if 'drift_ratio =' in m], said
+
+
 @pytest.mark.parametrize('se, told', [(0.01, False), (0.05, True)])
 def test_a_held_drift_ratio_warning_is_given_unless_the_members_confirm(
     se, told):

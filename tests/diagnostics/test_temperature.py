@@ -365,3 +365,21 @@ def test_a_reading_that_moves_away_from_its_target_is_judged_not_unsettled(
   said = temperature_advice.advice('it', reading, 1., 'step_size')
   assert ('moves away from its target' in said) == (judged != 'unsettled')
   assert ('has not settled' in said) == (judged == 'unsettled')
+
+
+@pytest.mark.parametrize('value, se, factor', [
+    (1.0, 0.01, 1.), (1.02, 0.05, (3 * 0.05 / 0.08) ** 2),
+    (0.95, 0.04, (3 * 0.04 / 0.05) ** 2), (1.12, 0.01, np.inf),
+    (1.1, 0.001, np.inf)])
+def test_draws_to_confirm_is_the_factor_that_brings_the_interval_inside(
+    value, se, factor):
+  """``T ± se`` inside ``τ(1 ± 0.1)`` confirms it with ``(3·se/room)²`` times its draws: at that many (and a little more) it does, at a little fewer it does not; a reading on or outside the edge, never."""
+  reading = lambda s: temperature_lib.Reading(value, s, 400., value, value,
+                                              0., 10)
+  got = temperature_lib.draws_to_confirm(reading(se), 1., 0.1)
+  assert got == pytest.approx(factor)
+  if np.isfinite(factor) and factor > 1.:
+    assert temperature_lib.confirms(reading(se / np.sqrt(factor * 1.001)),
+                                    1., 0.1)
+    assert not temperature_lib.confirms(
+        reading(se / np.sqrt(factor * 0.999)), 1., 0.1)

@@ -59,7 +59,8 @@ import numpy as np
 from tfp_adaptive.diagnostics import effective_size as ess_lib
 
 __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
-           'TOLERANCE', 'confirms', 'effective_size', 'final_verdict',
+           'TOLERANCE', 'confirms', 'draws_to_confirm', 'effective_size',
+           'final_verdict',
            'imprecise', 'leaving', 'mixed_size', 'pooled_effective_size',
            'read', 'read_ratio', 'unless_refuted', 'verdict']
 
@@ -162,6 +163,24 @@ def confirms(reading, temperature=1., tolerance=TOLERANCE):
   return bool(verdict(reading, temperature, tolerance) == 'accurate' and
               high <= temperature * (1. + tolerance) and
               low >= temperature * (1. - tolerance))
+
+
+def draws_to_confirm(reading, temperature=1., tolerance=TOLERANCE):
+  """How many times the effective draws of `reading` would let it `confirms` the band, if its value held: 1 if it confirms now, ``inf`` if no number would.
+
+  The standard error falls as one over the root of the effective draws,
+  so a reading ``T ± se`` inside ``τ(1 ± tolerance)`` confirms it with
+  ``(INTERVAL_Z·se / (τ·tolerance − |T − τ|))²`` times its draws. A
+  reading whose verdict is not ``'accurate'``, or whose value lies on or
+  outside the band's edge, gets ``inf``: more draws would not settle it.
+  """
+  if confirms(reading, temperature, tolerance):
+    return 1.
+  room = temperature * tolerance - abs(reading.temperature - temperature)
+  if (verdict(reading, temperature, tolerance) != 'accurate' or room <= 0.
+      or not np.isfinite(reading.standard_error)):
+    return float('inf')
+  return max(1., float((INTERVAL_Z * reading.standard_error / room) ** 2))
 
 
 def verdict(reading, temperature=1., tolerance=TOLERANCE):

@@ -30,7 +30,10 @@ statistics slot (`tfp_adaptive.keras.step_statistics`).
   where the posterior does. A ``drift_ratio`` warning waits for it, since
   it sees the heat that ``drift_ratio`` only bounds (loosely, with
   reshuffled minibatches): the warning is given at the end of `fit`
-  unless both forms lie wholly inside the band.
+  unless both forms lie wholly inside the band. A reading inside the band
+  but too imprecise to say so is read again from as many more of the
+  members as it needs (up to `SETTLING_MEMBERS`) before the warning is
+  given.
 """
 
 import warnings
@@ -46,7 +49,17 @@ from tfp_adaptive.keras import monitor as monitor_lib
 from tfp_adaptive.keras import optimizer_base
 from tfp_adaptive.keras import regime_sums
 
-__all__ = ['CollectorReadings', 'check_monitor']
+__all__ = ['CollectorReadings', 'SETTLING_MEMBERS', 'check_monitor']
+
+#: At most this many members are read again when a held ``drift_ratio``
+#: warning waits on a reading too imprecise to settle it.
+SETTLING_MEMBERS = 4096
+
+_WHO = 'SampleCollector (its members on `training_data`)'
+
+# The reading again from this many times the draws its precision asks
+# for: the second reading's value differs from the first's.
+_MARGIN = 1.5
 
 
 def check_monitor(monitor, check_temperature=None):
@@ -133,8 +146,15 @@ class CollectorReadings(object):
     if self.thermometer is not None:
       self.thermometer.on_train_end(logs)
     if self.training_data is not None:
-      self._read_members(ensemble())
-      if sampler and opt.statistics.regime is not None:
+      members = ensemble()
+      self._read_members(members, ensemble_temperature.MAX_MEMBERS)
+      held = sampler and opt.statistics.regime is not None
+      if held and opt.statistics.regime.deferred:
+        self._read_more(members, opt.temperature)
+      if self.member_readings is not None:
+        ensemble_temperature.warn_members(members, self.member_readings,
+                                          who=_WHO)
+      if held:
         opt.statistics.regime.settle_deferred(
             self.member_readings, opt.temperature, temperature_lib.TOLERANCE)
     if sampler:
@@ -146,14 +166,27 @@ class CollectorReadings(object):
         # (A run read from too few effective draws is told by its monitor.)
         warnings.warn(_unread(self.thermometer, self.training_data))
 
-  def _read_members(self, ensemble):
+  def _read_more(self, ensemble, temperature):
+    """Reads the members again from more of them when the reading lies inside the band but is too imprecise to confirm it."""
+    if self.member_readings is None:
+      return
+    factor = max(temperature_lib.draws_to_confirm(
+        self.member_readings[key], temperature, temperature_lib.TOLERANCE)
+                 for key in ('overall', 'laplacian'))
+    read = ensemble_temperature.members_read(
+        ensemble.members, ensemble_temperature.MAX_MEMBERS)
+    wanted = min(int(np.ceil(read * factor * _MARGIN)) if np.isfinite(factor)
+                 else 0, SETTLING_MEMBERS, len(ensemble.members))
+    if factor > 1. and wanted > read:
+      self._read_members(ensemble, wanted)
+
+  def _read_members(self, ensemble, max_members):
     """The members' temperatures in both forms on `training_data`, warned on by the kernels' rule."""
     x, y = data_arrays.validation_arrays(self.training_data, 'training_data')
     self.member_readings = None
     try:
       self.member_readings = ensemble_temperature.read_members(
-          ensemble, x, y,
-          who='SampleCollector (its members on `training_data`)')
+          ensemble, x, y, max_members=max_members, warn=False, who=_WHO)
     except ValueError as e:  # Too few members a chain.
       warnings.warn('SampleCollector: the members\' temperature was not '
                     'read on `training_data`: %s' % e)

@@ -259,8 +259,9 @@ class BayesianEnsemble(object):
                                    lead='the posterior looks bad'))
     return acc.metrics(num_bins)
 
-  def check_temperature(self, x, y=None, max_members=128, seed=0, warn=True,
-                        tolerance=temperature_lib.TOLERANCE,
+  def check_temperature(self, x, y=None,
+                        max_members=ensemble_temperature.MAX_MEMBERS, seed=0,
+                        warn=True, tolerance=temperature_lib.TOLERANCE,
                         batch_size=None, prediction_inputs=None):
     """The configurational temperature of the members, read on the training data.
 

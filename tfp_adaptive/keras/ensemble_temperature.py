@@ -33,7 +33,11 @@ from tfp_adaptive.diagnostics import probes as probes_lib
 from tfp_adaptive.diagnostics import temperature as temperature_lib
 from tfp_adaptive.keras import optimizer_base
 
-__all__ = ['batch_energy', 'read_members']
+__all__ = ['MAX_MEMBERS', 'batch_energy', 'members_read', 'read_members',
+           'warn_members']
+
+#: At most this many members are read by default, evenly spaced per chain.
+MAX_MEMBERS = 128
 
 #: Rows per forward and backward pass.
 ROWS = 1024
@@ -51,7 +55,7 @@ def _burnin_share(members):
   return first / (last - first) if last > first else None
 
 
-def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
+def read_members(ensemble, x, y, max_members=MAX_MEMBERS, seed=0, warn=True,
                  tolerance=temperature_lib.TOLERANCE, batch_size=None,
                  who='BayesianEnsemble.check_temperature',
                  prediction_inputs=None):
@@ -162,23 +166,31 @@ def read_members(ensemble, x, y, max_members=128, seed=0, warn=True,
         spreads=np.concatenate([spreads[k] for k in cols]))
   readings['laplacian'] = temperature_lib.read_ratio(squared, laplacian,
                                                      sum(sizes))
-  tau = opt.temperature
-  force = prediction_force.read(*predicted, temperature=tau)
-  if warn:
-    where = {'overall': 'the whole model',
-             'laplacian': 'the whole model in the Laplacian form (its stiff '
-                          'directions weigh most)'}
-    messages = run_advice.messages(
-        readings, shifts, force, lambda key: where.get(key, 'layer %r' % key),
-        "the model's outputs", tau, 'learning_rate',
-        opt.algorithm.adapts_throughout, opt.gamma,
-        _burnin_share(ensemble.members), tolerance=tolerance,
-        draws='members (samples after burn-in)')
-    for message in messages:
-      advice_lib.warn(message, who)
   readings['mean_force'] = shifts
-  readings['predictions'] = force
+  readings['predictions'] = prediction_force.read(
+      *predicted, temperature=opt.temperature)
+  if warn:
+    warn_members(ensemble, readings, tolerance, who)
   return readings
+
+
+def warn_members(ensemble, readings, tolerance=temperature_lib.TOLERANCE,
+                 who='BayesianEnsemble.check_temperature'):
+  """Warns as `read_members` does on `readings`, its result for `ensemble`: one `UserWarning` per reading off the target, naming the change."""
+  opt = optimizer_base.sampler_of(ensemble.model, who)
+  where = {'overall': 'the whole model',
+           'laplacian': 'the whole model in the Laplacian form (its stiff '
+                        'directions weigh most)'}
+  temperatures = {k: v for k, v in readings.items()
+                  if k not in ('mean_force', 'predictions')}
+  messages = run_advice.messages(
+      temperatures, readings['mean_force'], readings['predictions'],
+      lambda key: where.get(key, 'layer %r' % key), "the model's outputs",
+      opt.temperature, 'learning_rate', opt.algorithm.adapts_throughout,
+      opt.gamma, _burnin_share(ensemble.members), tolerance=tolerance,
+      draws='members (samples after burn-in)')
+  for message in messages:
+    advice_lib.warn(message, who)
 
 
 def _prediction_terms(along, variables, values, grads, steps, rng):
@@ -241,6 +253,11 @@ def _forward_function(model, inputs):
         tf.unstack(derivatives[1:]))
   return lambda *args: terms(*args, [v.value for v in
                                      model.non_trainable_variables])
+
+
+def members_read(members, max_members):
+  """How many of `members` `read_members` reads with `max_members`."""
+  return int(_draws_by_chain(members, max_members).size)
 
 
 def _draws_by_chain(members, max_members):
