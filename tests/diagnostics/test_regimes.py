@@ -396,6 +396,40 @@ def test_a_held_warning_reads_more_members_when_the_first_reading_is_too_wide():
   assert not [m for m in said if 'drift_ratio =' in m], said
 
 
+@pytest.mark.slow
+def test_a_reading_too_wide_to_vouch_is_read_again_from_more_members():
+  """A two-weight regression (slope and intercept) sampled by eight chains
+  at a small step: 128 members hold too few effective draws to read two
+  weights within the tolerance (the reading would say it is too
+  imprecise), so the collector reads as many more as that needs and is
+  silent."""
+  rng = np.random.default_rng(1)
+  x = rng.normal(size=(200, 1)).astype('float32')
+  y = (0.7 * x + 0.5 * rng.normal(size=(200, 1))).astype('float32')
+  models = []
+  for k in range(8):
+    keras.utils.set_random_seed(k)
+    models.append(keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)]))
+    tfa.keras.priors.add_gaussian_prior(models[-1], data_size=200, scale=1.)
+  chains = tfa.keras.Chains(models)
+  chains.compile(tfa.keras.optimizers.SGLD(1.5e-4, data_size=200, seed=0),
+                 'mse')
+  collector = tfa.keras.SampleCollector(
+      burnin=500, thinning=10, monitor=False, training_data=(x, y))
+  data = tf.data.Dataset.from_tensor_slices((x, y)).batch(200).repeat()
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    chains.fit(data, steps_per_epoch=100, epochs=40, verbose=0,
+               callbacks=[collector])
+  readings = collector.member_readings
+  assert readings['overall'].effective_size > 128, readings
+  for key in ('overall', 'laplacian'):
+    assert not temperature.imprecise(readings[key], 1., 0.1), readings[key]
+    assert temperature.verdict(readings[key], 1., 0.1) == 'accurate'
+  said = [str(w.message) for w in caught if 'shuffle' not in str(w.message)]
+  assert not said, said
+
+
 @pytest.mark.parametrize('se, told', [(0.01, False), (0.05, True)])
 def test_a_held_drift_ratio_warning_is_given_unless_the_members_confirm(
     se, told):

@@ -383,3 +383,16 @@ def test_draws_to_confirm_is_the_factor_that_brings_the_interval_inside(
                                     1., 0.1)
     assert not temperature_lib.confirms(
         reading(se / np.sqrt(factor * 0.999)), 1., 0.1)
+
+
+def test_draws_to_resolve_brings_the_half_width_to_twice_the_tolerance():
+  """A reading at τ too wide to vouch for (``3·se > 2·tol·τ``) stops being `imprecise` with ``(3·se / (2·tol·τ))²`` times its draws; a precise one needs 1."""
+  reading = lambda s: temperature_lib.Reading(1.01, s, 400., 1.01, 1.01, 0.,
+                                              2)
+  assert temperature_lib.draws_to_resolve(reading(0.05), 1., 0.1) == 1.
+  factor = temperature_lib.draws_to_resolve(reading(0.1), 1., 0.1)
+  assert factor == pytest.approx((3 * 0.1 / 0.2) ** 2)
+  assert temperature_lib.imprecise(reading(0.1 / np.sqrt(factor * 0.999)),
+                                   1., 0.1)
+  assert not temperature_lib.imprecise(
+      reading(0.1 / np.sqrt(factor * 1.001)), 1., 0.1)

@@ -59,8 +59,8 @@ import numpy as np
 from tfp_adaptive.diagnostics import effective_size as ess_lib
 
 __all__ = ['INTERVAL_Z', 'MIN_EFFECTIVE_SIZE', 'Reading', 'STATIONARITY_Z',
-           'TOLERANCE', 'confirms', 'draws_to_confirm', 'effective_size',
-           'final_verdict',
+           'TOLERANCE', 'confirms', 'draws_to_confirm', 'draws_to_resolve',
+           'effective_size', 'final_verdict',
            'imprecise', 'leaving', 'mixed_size', 'pooled_effective_size',
            'read', 'read_ratio', 'unless_refuted', 'verdict']
 
@@ -246,6 +246,14 @@ def imprecise(reading, temperature=1., tolerance=TOLERANCE):
   return bool(verdict(reading, temperature, tolerance) == 'accurate' and
               INTERVAL_Z * reading.standard_error >
               2. * tolerance * temperature)
+
+
+def draws_to_resolve(reading, temperature=1., tolerance=TOLERANCE):
+  """How many times the effective draws of `reading` would make it no longer `imprecise`: ``(INTERVAL_Z·se / (2·tolerance·τ))²``, or 1 where it is not."""
+  if not imprecise(reading, temperature, tolerance):
+    return 1.
+  return float((INTERVAL_Z * reading.standard_error /
+                (2. * tolerance * temperature)) ** 2)
 
 
 def mixed_size(tolerance=TOLERANCE):

@@ -95,8 +95,9 @@ class SampleCollector(keras.callbacks.Callback):
       and by their mean forces (`BayesianEnsemble.check_temperature`;
       `member_readings`), three passes over the data for each of at most
       128 members; a ``drift_ratio`` warning then waits for that reading,
-      which can rule the heat out, read again from up to
-      `collector_readings.SETTLING_MEMBERS` members when it is too wide to.
+      which can rule the heat out. A reading too wide to vouch for the run
+      or to settle that warning is read again from up to
+      `collector_readings.SETTLING_MEMBERS` members.
 
   With a sampler of `tfp_adaptive.keras.optimizers`, each epoch also logs
   the run's regime numbers ``drift_ratio``, ``gamma_ratio`` and ``lag``

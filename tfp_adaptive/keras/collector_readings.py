@@ -30,10 +30,10 @@ statistics slot (`tfp_adaptive.keras.step_statistics`).
   where the posterior does. A ``drift_ratio`` warning waits for it, since
   it sees the heat that ``drift_ratio`` only bounds (loosely, with
   reshuffled minibatches): the warning is given at the end of `fit`
-  unless both forms lie wholly inside the band. A reading inside the band
-  but too imprecise to say so is read again from as many more of the
-  members as it needs (up to `SETTLING_MEMBERS`) before the warning is
-  given.
+  unless both forms lie wholly inside the band. A reading too wide to
+  vouch for the run, or (with a warning waiting) inside the band but too
+  wide to say so, is read again from as many more of the members as it
+  needs (up to `SETTLING_MEMBERS`) before anything is said.
 """
 
 import warnings
@@ -56,6 +56,9 @@ __all__ = ['CollectorReadings', 'SETTLING_MEMBERS', 'check_monitor']
 SETTLING_MEMBERS = 4096
 
 _WHO = 'SampleCollector (its members on `training_data`)'
+
+# At most this many readings again.
+_READS = 3
 
 # The reading again from this many times the draws its precision asks
 # for: the second reading's value differs from the first's.
@@ -149,8 +152,9 @@ class CollectorReadings(object):
       members = ensemble()
       self._read_members(members, ensemble_temperature.MAX_MEMBERS)
       held = sampler and opt.statistics.regime is not None
-      if held and opt.statistics.regime.deferred:
-        self._read_more(members, opt.temperature)
+      if sampler:
+        self._read_more(members, opt.temperature,
+                        held and bool(opt.statistics.regime.deferred))
       if self.member_readings is not None:
         ensemble_temperature.warn_members(members, self.member_readings,
                                           who=_WHO)
@@ -166,19 +170,35 @@ class CollectorReadings(object):
         # (A run read from too few effective draws is told by its monitor.)
         warnings.warn(_unread(self.thermometer, self.training_data))
 
-  def _read_more(self, ensemble, temperature):
-    """Reads the members again from more of them when the reading lies inside the band but is too imprecise to confirm it."""
-    if self.member_readings is None:
-      return
-    factor = max(temperature_lib.draws_to_confirm(
-        self.member_readings[key], temperature, temperature_lib.TOLERANCE)
-                 for key in ('overall', 'laplacian'))
-    read = ensemble_temperature.members_read(
-        ensemble.members, ensemble_temperature.MAX_MEMBERS)
-    wanted = min(int(np.ceil(read * factor * _MARGIN)) if np.isfinite(factor)
-                 else 0, SETTLING_MEMBERS, len(ensemble.members))
-    if factor > 1. and wanted > read:
-      self._read_members(ensemble, wanted)
+  def _read_more(self, ensemble, temperature, confirm):
+    """Reads the members again from more of them when the reading is too wide to vouch for the run, or (`confirm`: a warning waits on it) lies inside the band but too wide to confirm it."""
+    read = ensemble_temperature.MAX_MEMBERS
+    tolerance = temperature_lib.TOLERANCE
+    # Members closer together than the chain's correlation time add less
+    # than their number: read again until the reading suffices or the
+    # members run out.
+    for _ in range(_READS):
+      if self.member_readings is None:
+        return
+      readings = [self.member_readings[key]
+                  for key in ('overall', 'laplacian')]
+      needs = [temperature_lib.draws_to_resolve(r, temperature, tolerance)
+               for r in readings]
+      if confirm:
+        confirming = [temperature_lib.draws_to_confirm(r, temperature,
+                                                       tolerance)
+                      for r in readings]
+        if all(np.isfinite(confirming)):
+          needs += confirming
+      factor = max(needs)
+      if not 1. < factor < np.inf:
+        return
+      done = ensemble_temperature.members_read(ensemble.members, read)
+      read = min(int(np.ceil(done * factor * _MARGIN)), SETTLING_MEMBERS,
+                 len(ensemble.members))
+      if ensemble_temperature.members_read(ensemble.members, read) <= done:
+        return
+      self._read_members(ensemble, read)
 
   def _read_members(self, ensemble, max_members):
     """The members' temperatures in both forms on `training_data`, warned on by the kernels' rule."""
