@@ -365,6 +365,21 @@ def test_drift_ratio_held_by_a_fit_that_raised_is_given_by_the_next_fit():
   assert model.optimizer.statistics.members_read_at is None
 
 
+def _chains_read_on_their_members(models, x, y, step, thinning, epochs):
+  """``(history, member readings, warnings)`` of SGLD chains of `models` in one `fit` of 100-step epochs over a repeated full-batch pipeline, their members read on ``(x, y)``."""
+  chains = tfa.keras.Chains(models)
+  chains.compile(tfa.keras.optimizers.SGLD(step, data_size=len(x), seed=0),
+                 'mse')
+  collector = tfa.keras.SampleCollector(
+      burnin=500, thinning=thinning, monitor=False, training_data=(x, y))
+  data = tf.data.Dataset.from_tensor_slices((x, y)).batch(len(x)).repeat()
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    history = chains.fit(data, steps_per_epoch=100, epochs=epochs, verbose=0,
+                         callbacks=[collector])
+  return history, collector.member_readings, caught
+
+
 @pytest.mark.slow
 def test_a_held_warning_reads_more_members_when_the_first_reading_is_too_wide():
   """Eight chains of SGLD in one `fit` over a repeated full-batch pipeline,
@@ -376,18 +391,9 @@ def test_a_held_warning_reads_more_members_when_the_first_reading_is_too_wide():
   models = [model] + [_linear_model()[0] for _ in range(7)]
   for k, m in enumerate(models):  # Each chain from its own start.
     m.set_weights([w + 0.1 * k for w in m.get_weights()])
-  chains = tfa.keras.Chains(models)
-  chains.compile(tfa.keras.optimizers.SGLD(3e-4, data_size=200, seed=0),
-                 'mse')
-  collector = tfa.keras.SampleCollector(
-      burnin=500, thinning=4, monitor=False, training_data=(x, y))
-  data = tf.data.Dataset.from_tensor_slices((x, y)).batch(200).repeat()
-  with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter('always')
-    history = chains.fit(data, steps_per_epoch=100, epochs=25, verbose=0,
-                         callbacks=[collector])
+  history, readings, caught = _chains_read_on_their_members(
+      models, x, y, 3e-4, thinning=4, epochs=25)
   assert np.mean(history.history['drift_ratio'][5:]) > 0.02
-  readings = collector.member_readings
   # Read again: more effective draws than the first 128 members hold.
   assert readings['overall'].effective_size > 128, readings
   for key in ('overall', 'laplacian'):
@@ -411,17 +417,8 @@ def test_a_reading_too_wide_to_vouch_is_read_again_from_more_members():
     keras.utils.set_random_seed(k)
     models.append(keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)]))
     tfa.keras.priors.add_gaussian_prior(models[-1], data_size=200, scale=1.)
-  chains = tfa.keras.Chains(models)
-  chains.compile(tfa.keras.optimizers.SGLD(1.5e-4, data_size=200, seed=0),
-                 'mse')
-  collector = tfa.keras.SampleCollector(
-      burnin=500, thinning=10, monitor=False, training_data=(x, y))
-  data = tf.data.Dataset.from_tensor_slices((x, y)).batch(200).repeat()
-  with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter('always')
-    chains.fit(data, steps_per_epoch=100, epochs=40, verbose=0,
-               callbacks=[collector])
-  readings = collector.member_readings
+  _, readings, caught = _chains_read_on_their_members(
+      models, x, y, 1.5e-4, thinning=10, epochs=40)
   assert readings['overall'].effective_size > 128, readings
   for key in ('overall', 'laplacian'):
     assert not temperature.imprecise(readings[key], 1., 0.1), readings[key]
