@@ -23,7 +23,7 @@ import tensorflow as tf
 
 import tfp_adaptive as tfa
 from benchmarks import regimes
-from tests.conftest import stat_scale
+from tests.conftest import full_size_only, stat_scale
 from tfp_adaptive.diagnostics import temperature
 
 
@@ -194,7 +194,8 @@ def test_collector_logs_the_numbers_and_warns_naming_the_learning_rate():
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize('gamma', ['none', 'corrected'])
+@pytest.mark.parametrize('gamma', [pytest.param('none', marks=full_size_only()),
+                                   'corrected'])
 def test_the_collector_reads_the_temperature_of_a_biased_metric(gamma):
   """Without a `SamplerMonitor`, `SampleCollector` judges the run by its temperature.
 

@@ -225,10 +225,10 @@ def test_sigkill_without_seeds_with_a_reader_loading_throughout(tmp_path):
 
   Its model has a frozen first layer, stored once in the directory.
   """
-  _soak(tmp_path, max(KILLS // 3, 4), seed=None, reader=True)
+  _soak(tmp_path, max(KILLS // 2, 2), seed=None, reader=True)
 
 
 @pytest.mark.slow
 def test_sigkill_with_chains_in_one_fit(tmp_path):
   """Two chains in one `fit` (`tfa.keras.Chains`), a reader loading throughout: both chains' files under one manifest survive every kill, as run uninterrupted."""
-  _soak(tmp_path, 3, reader=True, chains=2)
+  _soak(tmp_path, max(KILLS // 2, 2), reader=True, chains=2)

@@ -30,7 +30,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_adaptive as tfa
-from tests.conftest import stat_scale
+from tests.conftest import full_size_only, stat_scale
 from tests.mcmc.against_nuts import assert_run_is_silent
 from tests.mcmc.against_nuts import jackknife
 
@@ -90,7 +90,11 @@ def _nuts(chains, draws):
   return run()
 
 
+# Full size only: adapt-then-freeze against NUTS runs in CI on the minibatch
+# logistic regression (tests/mcmc/test_logistic_minibatch.py), and a
+# hierarchical model against NUTS in tests/mcmc/test_eight_schools.py.
 @pytest.mark.statistical
+@full_size_only()
 def test_adapt_then_freeze_psgld_matches_nuts():
   scale = stat_scale()
   nuts = _quantities(_nuts(16, int(400 * scale)))

@@ -101,8 +101,9 @@ GAUSS_KERNELS = {
 
 
 # Preconditioned SGHMC in the metrics the 1-D tests cover too: full size
-# only (the statistical flag); PSGLD's and Monge's run in CI.
-_FULL_SIZE_ONLY = ('wenzel_sghmc', 'shampoo_sghmc')
+# only (the statistical flag); PSGLD's and Monge's run in CI. SGNHT runs in
+# CI through gradient noise (tests/mcmc/test_momentum.py).
+_FULL_SIZE_ONLY = ('wenzel_sghmc', 'shampoo_sghmc', 'sgnht')
 
 
 @pytest.mark.statistical
@@ -175,8 +176,11 @@ REG_KERNELS = {
 }
 
 
-# Two-point noise through a metric: full size only; SGLD's runs in CI.
-_REG_FULL_SIZE_ONLY = ('psgld_rademacher',)
+# CI runs SGLD and corrected PSGLD here; two-point noise, the frozen metric
+# and the momentum form run in CI on the correlated Gaussian and in the 1-D
+# tests, and here at full size only.
+_REG_FULL_SIZE_ONLY = ('psgld_rademacher', 'sgld_rademacher', 'psgld_frozen',
+                       'psgld_sghmc')
 
 
 @pytest.mark.statistical

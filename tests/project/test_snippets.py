@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 import pytest
+from tests.conftest import full_size_only
 from tests.conftest import ROOT
 
 BLOCK = re.compile(r'```python\n(.*?)```', re.S)
@@ -40,6 +41,10 @@ def _blocks():
 # Run with their answers checked in tests/project/test_examples.py (same text).
 ELSEWHERE = {'README.md#0', 'README.md#1', 'README.md#2'}
 BLOCKS = [b for b in _blocks() if b[0] not in ELSEWHERE]
+# Run at full size only (`TFPA_STAT_SCALE > 1`): four chains of a digits
+# MLP in one compiled `fit`, the path that tests/keras/test_chains.py runs
+# in CI with its answers checked.
+FULL_SIZE_ONLY = {'docs/guides/distributed.md#1'}
 
 _UNSETTLED = 'SampleCollector: the configurational temperature'
 # A demonstration shorter than a reading needs: the collector says that
@@ -135,7 +140,9 @@ def context(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('name, code', BLOCKS, ids=[b[0] for b in BLOCKS])
+@pytest.mark.parametrize('name, code', [
+    pytest.param(*b, marks=full_size_only()) if b[0] in FULL_SIZE_ONLY else b
+    for b in BLOCKS], ids=[b[0] for b in BLOCKS])
 def test_snippet_runs_without_warnings(name, code, context, monkeypatch):
   """Each snippet runs as printed, except that a `fit` of 150 epochs runs 30.
 
