@@ -16,17 +16,21 @@ from tests.conftest import ROOT
 from tests.conftest import full_size_only
 
 # CI runs the quick modes of the benchmarks that hold the library's claims
-# (the papers' stationary densities, the regimes, both panels, the quality
-# table); the others' quick modes run with the full-size tests
-# (`TFPA_STAT_SCALE > 1`), and every one of them with `python -m benchmarks
-# --all --quick`.
-CI = ('benchmarks.rensmeyer_figures', 'benchmarks.regimes', 'benchmarks.panel',
-      'benchmarks.quality')
+# and whose code no other test runs (the papers' stationary densities, the
+# generated panel with its advice, the quality table); the others' quick
+# modes run with the full-size tests (`TFPA_STAT_SCALE > 1`), and every one
+# of them with `python -m benchmarks --all --quick`. The regimes' and the
+# fixed panel's code is run in CI by tests/diagnostics/test_regimes.py and
+# tests/diagnostics/test_panel_verdicts.py (how the panel judges a run).
+CI = (('benchmarks.rensmeyer_figures', ()),
+      ('benchmarks.panel', ('--generated', '--runs', '2', '--seed', '5',
+                            '--advice')),
+      ('benchmarks.quality', ()))
 
 
 def _cases(cases):
-  return [c if c[0] in CI else pytest.param(*c, marks=full_size_only())
-          for c in cases]
+  return [c if (c[0], tuple(c[2])) in CI
+          else pytest.param(*c, marks=full_size_only()) for c in cases]
 
 
 @pytest.mark.slow

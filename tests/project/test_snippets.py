@@ -41,10 +41,11 @@ def _blocks():
 # Run with their answers checked in tests/project/test_examples.py (same text).
 ELSEWHERE = {'README.md#0', 'README.md#1', 'README.md#2'}
 BLOCKS = [b for b in _blocks() if b[0] not in ELSEWHERE]
-# Run at full size only (`TFPA_STAT_SCALE > 1`): four chains of a digits
-# MLP in one compiled `fit`, the path that tests/keras/test_chains.py runs
-# in CI with its answers checked.
-FULL_SIZE_ONLY = {'docs/guides/distributed.md#1'}
+# Run at full size only (`TFPA_STAT_SCALE > 1`), their paths run in CI with
+# their answers checked: four chains of a digits MLP in one compiled `fit`
+# (tests/keras/test_chains.py), and the README's quick start with one
+# chain (tests/project/test_examples.py).
+FULL_SIZE_ONLY = {'docs/guides/distributed.md#1', 'docs/getting_started.md#1'}
 
 _UNSETTLED = 'SampleCollector: the configurational temperature'
 # A demonstration shorter than a reading needs: the collector says that
