@@ -70,7 +70,6 @@ def pytest_configure(config):
 # started late. The SIGKILL soaks mostly wait for the processes they start:
 # started first, their waits overlap the other tests' work.
 _LONGEST = (
-    'test_regimes.py::test_a_held_warning_reads_more_members',
     'test_benchmarks_quick.py::test_benchmark_quick_mode_writes_outputs[benchmarks.panel-outputs11',
     'test_keras_distribute.py::test_mirrored_strategy',
     'test_keras_resume.py::test_sigkill_at_random',
@@ -83,7 +82,6 @@ _LONGEST = (
     'test_keras_distribute.py::test_multi_worker',
     'test_examples.py::test_readme_keras_quick_start',
     'test_minibatch_consistency.py::test_lagged_corrected_sampler_is_consistent',
-    'test_examples.py::test_keras_digits_example',
     'test_regression_noise.py::test_diabetes_in_its_own_units',
     'test_snippets.py::test_snippet_runs_without_warnings[docs/guides/keras.md#5]',
     'test_keras_optimizers.py::test_preconditioned_sghmc_fits_with_gamma_and_saves_its_velocity[PSGLD-xla]',

@@ -381,7 +381,11 @@ def _chains_read_on_their_members(models, x, y, step, thinning, epochs):
   return history, collector.member_readings, caught
 
 
+# Full size only (eight chains of 2,500 steps): the re-reading runs in CI in
+# the next test, the held warning's rule in
+# `test_a_held_drift_ratio_warning_is_given_unless_the_members_confirm`.
 @pytest.mark.slow
+@full_size_only()
 def test_a_held_warning_reads_more_members_when_the_first_reading_is_too_wide():
   """Eight chains of SGLD in one `fit` over a repeated full-batch pipeline,
   at a step whose `drift_ratio` (about 0.03) is over its 0.02 band while

@@ -8,13 +8,17 @@ import warnings
 import numpy as np
 import pytest
 
+from tests.conftest import full_size_only
 from tests.conftest import no_warning
 from tests.conftest import only_unsettled
 from tests.conftest import ROOT
 
 
 
+# Full size only: the README's quick start, which this example runs with a
+# table beside it, runs in CI with its answers checked (below).
 @pytest.mark.slow
+@full_size_only()
 def test_keras_digits_example_runs_and_its_ensemble_is_sound(capsys,
                                                               monkeypatch):
   """The example as a user runs it (seeded), with 1 chain instead of 5: the

@@ -43,9 +43,13 @@ ELSEWHERE = {'README.md#0', 'README.md#1', 'README.md#2'}
 BLOCKS = [b for b in _blocks() if b[0] not in ELSEWHERE]
 # Run at full size only (`TFPA_STAT_SCALE > 1`), their paths run in CI with
 # their answers checked: four chains of a digits MLP in one compiled `fit`
-# (tests/keras/test_chains.py), and the README's quick start with one
-# chain (tests/project/test_examples.py).
-FULL_SIZE_ONLY = {'docs/guides/distributed.md#1', 'docs/getting_started.md#1'}
+# (tests/keras/test_chains.py); the README's recipe with one chain
+# (tests/project/test_examples.py); `MultiWorkerMirroredStrategy` with
+# `enable_multi_worker` (tests/keras/test_keras_distribute.py, in two
+# processes); eight schools (tests/mcmc/test_eight_schools.py, against NUTS).
+FULL_SIZE_ONLY = {'docs/guides/distributed.md#1', 'docs/getting_started.md#1',
+                  'docs/guides/keras.md#4', 'docs/guides/distributed.md#0',
+                  'docs/guides/kernels.md#0'}
 
 _UNSETTLED = 'SampleCollector: the configurational temperature'
 # A demonstration shorter than a reading needs: the collector says that
