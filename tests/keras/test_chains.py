@@ -60,7 +60,7 @@ OPTIMIZERS = {
 # (Shampoo's, SGHMC's); the full-size run every sampler.
 @pytest.mark.parametrize('name', [
     n if n == 'PSGLD' else pytest.param(n, marks=(
-        (pytest.mark.slow,) if n == 'SGHMC'
+        (pytest.mark.slow,) if n in ('ShampooSGRLD', 'SGHMC')
         else (pytest.mark.slow, full_size_only())))
     for n in sorted(OPTIMIZERS)])
 def test_each_chain_is_its_own_fit_without_noise(name):

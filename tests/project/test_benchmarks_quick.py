@@ -29,8 +29,10 @@ CI = (('benchmarks.rensmeyer_figures', ()),
 
 
 def _cases(cases):
-  return [c if (c[0], tuple(c[2])) in CI
-          else pytest.param(*c, marks=full_size_only()) for c in cases]
+  keys = [(c[0], tuple(c[2])) for c in cases]
+  assert set(CI) <= set(keys), set(CI) - set(keys)
+  return [c if k in CI else pytest.param(*c, marks=full_size_only())
+          for c, k in zip(cases, keys)]
 
 
 @pytest.mark.slow

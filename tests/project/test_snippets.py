@@ -47,9 +47,17 @@ BLOCKS = [b for b in _blocks() if b[0] not in ELSEWHERE]
 # (tests/project/test_examples.py); `MultiWorkerMirroredStrategy` with
 # `enable_multi_worker` (tests/keras/test_keras_distribute.py, in two
 # processes); eight schools (tests/mcmc/test_eight_schools.py, against NUTS).
-FULL_SIZE_ONLY = {'docs/guides/distributed.md#1', 'docs/getting_started.md#1',
-                  'docs/guides/keras.md#4', 'docs/guides/distributed.md#0',
-                  'docs/guides/kernels.md#0'}
+# Each with a text of its code: a snippet added before it in its page moves
+# its number, and the check below says so instead of leaving another out.
+FULL_SIZE_ONLY = {
+    'docs/guides/distributed.md#1': 'tfa.keras.Chains(models)',
+    'docs/getting_started.md#1': 'CurvatureCalibration((x, y), epochs=2)',
+    'docs/guides/keras.md#4': 'CurvatureCalibration((x, y), epochs=2)',
+    'docs/guides/distributed.md#0': 'MultiWorkerMirroredStrategy()',
+    'docs/guides/kernels.md#0': '# eight schools'}
+_CODE = dict(BLOCKS)
+assert all(text in _CODE.get(name, '')
+           for name, text in FULL_SIZE_ONLY.items()), FULL_SIZE_ONLY
 
 _UNSETTLED = 'SampleCollector: the configurational temperature'
 # A demonstration shorter than a reading needs: the collector says that
