@@ -27,17 +27,21 @@ def _factor(text, name):
                          text).group(1))
 
 
-@pytest.mark.parametrize('step_name, length', [('step_size', 'num_results'),
-                                               ('learning_rate', 'epochs')])
+@pytest.mark.parametrize('step_name, length, burnin', [
+    ('step_size', 'num_results', 'num_burnin_steps'),
+    ('learning_rate', 'epochs', 'burnin')])
 def test_a_hot_reading_lowers_the_step_by_the_factor_it_prints(step_name,
-                                                                length):
+                                                                length,
+                                                                burnin):
+  """The step lower by the printed factor; the run and its burn-in as many times longer (the slower chain travels as far, and arrives)."""
   said = temperature_advice.advice('the whole state', HOT, 1., step_name)
   factor = _factor(said, step_name)
-  (step, run), = [said.changes]
+  (step, run, burn), = [said.changes]
   assert step.parameter == step_name and step.value is None
   np.testing.assert_allclose(1. / step.factor, factor, rtol=0.01)
-  assert run.parameter == length
+  assert run.parameter == length and burn.parameter == burnin
   np.testing.assert_allclose(run.factor, factor, rtol=0.01)
+  np.testing.assert_allclose(burn.factor, factor, rtol=0.01)
 
 
 def test_a_cold_minibatch_metric_is_frozen_not_stepped():
@@ -64,8 +68,8 @@ def test_a_metric_that_adapts_throughout_is_frozen_first(gamma):
   hot = temperature_advice.advice('the whole state', HOT, 1., 'step_size',
                                   adaptive=True, gamma=gamma)
   assert hot.changes[0] == FROZEN, hot.changes
-  assert [c.parameter for c in hot.changes[1:]] == ['step_size',
-                                                    'num_results']
+  assert [c.parameter for c in hot.changes[1:]] == [
+      'step_size', 'num_results', 'num_burnin_steps']
   np.testing.assert_allclose(1. / hot.changes[1].factor,
                              _factor(hot, 'step_size'), rtol=0.01)
   # A metric frozen after burn-in, or none that adapts: the step alone.
@@ -184,7 +188,7 @@ def test_chains_that_left_the_target_are_told_a_decade_smaller_step(value):
           regime.advice(numbers, ('step_size',), 'step_size', None)[0]]
   for text in said:
     assert _factor(text, 'step_size') == advice.DIVERGED, text
-    assert text.changes[:2] == advice.smaller_step('step_size',
+    assert text.changes[:3] == advice.smaller_step('step_size',
                                                    advice.DIVERGED)
   frozen = temperature_advice.advice('the whole state', reading, 1.,
                                      'step_size', adaptive=True,
@@ -198,21 +202,23 @@ def test_the_warning_of_a_run_carries_its_changes_and_following_them_helps():
   target = lambda x: -0.5 * x ** 2
   start = np.zeros([256], np.float32)
 
-  def run(step, num_results):
+  def run(step, num_results, num_burnin_steps):
     with warnings.catch_warnings(record=True) as caught:
       warnings.simplefilter('always')
       samples, _, _ = tfa.mcmc.sample(
           tfa.mcmc.SGLD(target, step), start, num_results,
-          num_burnin_steps=num_results, seed=(3, 4), progress=False)
+          num_burnin_steps=num_burnin_steps, seed=(3, 4), progress=False)
     return samples.numpy().std(), [w.message for w in caught]
-  sd, said = run(1., 1000)
+  sd, said = run(1., 1000, 1000)
   assert sd > 1.1, sd
   told = [w for w in said if isinstance(w, tfa.diagnostics.SamplerWarning)
           and w.changes]
   assert told, [str(w) for w in said]
   changes = {c.parameter: c.factor for c in told[0].changes}
-  assert set(changes) == {'step_size', 'num_results'}, changes
-  sd, said = run(changes['step_size'], int(1000 * changes['num_results']))
+  assert set(changes) == {'step_size', 'num_results', 'num_burnin_steps'}, (
+      changes)
+  sd, said = run(changes['step_size'], int(1000 * changes['num_results']),
+                 int(1000 * changes['num_burnin_steps']))
   assert abs(sd - 1.) < 0.05, sd
   assert not [w for w in said if isinstance(w, tfa.diagnostics.SamplerWarning)
               and 'configurational temperature' in str(w)], [

@@ -15,8 +15,8 @@ warn with a `SamplerWarning`, a `UserWarning` that carries the same
         print(change.parameter, change.factor, change.value)
 
 ``changes`` is what to do, together, to follow the message's first
-suggestion (a smaller step *and* as many times more steps); the text may
-name other fixes after it. A message whose fix has no number (raise
+suggestion (a smaller step *and* as many times more steps, burn-in
+included); the text may name other fixes after it. A message whose fix has no number (raise
 ``diagonal_bias`` towards the mean squared gradient) has no changes.
 """
 
@@ -105,9 +105,18 @@ def warn(message, who=None, stacklevel=2):
 
 
 def smaller_step(step_name, factor):
-  """Lower the step `factor` times and run as many times more steps (the chain travels as far)."""
+  """Lower the step `factor` times, and run as many times more steps and as many more of burn-in.
+
+  A step `factor` times smaller moves the chain `factor` times more slowly:
+  it travels as far in as many times more draws, and it takes as many
+  times more burn-in steps to come from its start to the target. With the
+  burn-in kept as it was, the rerun starts its draws before it has arrived
+  (a chain started from zeros, at a tenth of the step, is still on its
+  way when its draws begin).
+  """
   return (Change(step_name, factor=1. / factor),
-          Change(LENGTH[step_name], factor=factor))
+          Change(LENGTH[step_name], factor=factor),
+          Change(BURNIN[step_name], factor=factor))
 
 
 def longer_run(step_name, factor=LONGER):

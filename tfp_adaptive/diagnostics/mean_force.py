@@ -256,7 +256,7 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
     besides = ', or spread too wide or too narrow where it curves'
   text = ('%s: the chains sit about %.2g sds %s their target\'s mean along '
           'it (where %s), or spend too long in a region on that side%s. '
-          'Lower `%s` about %.2gx (and run about as many times more steps).'
+          'Lower `%s` about %.2gx (and run about as many times more steps, burn-in included).'
           % (said, abs(shift.shift), 'above' if shift.shift > 0 else 'below',
              exact_where, besides, step_name, abs(shift.shift) / tolerance))
   changes = advice_lib.smaller_step(step_name, abs(shift.shift) / tolerance)

@@ -116,8 +116,9 @@ def advice(where, reading, temperature, step_name, adaptive=False,
   if judged == 'hot':
     text = ('%s: the chain is wider than its target, as from a step too '
             'large for the curvature or the gradient noise. Lower `%s` '
-            'about %.2gx (and run about as many times more steps, for the '
-            'chain to travel as far), or use larger minibatches.'
+            'about %.2gx (and run about as many times more steps, burn-in '
+            'included, for the chain to arrive and travel as far), or use '
+            'larger minibatches.'
             % (said, step_name, factor))
     if adaptive:
       text += (' Freeze the metric after burn-in (`num_adaptation_steps`) '
@@ -156,8 +157,8 @@ def left_the_target(what, step_name):
       '%s cannot be read: it is not finite, so some chain left the target '
       '(its state or gradient overflowed), as from a step too large for the '
       "target's stiffest direction. No reading gives the factor. Lower `%s` "
-      'about %gx (and run as many times more steps), then read the run '
-      'again.' % (what, step_name, advice_lib.DIVERGED),
+      'about %gx (and run as many times more steps, burn-in included), '
+      'then read the run again.' % (what, step_name, advice_lib.DIVERGED),
       advice_lib.smaller_step(step_name, advice_lib.DIVERGED))
 
 
