@@ -80,6 +80,7 @@ _LONGEST = (
     'test_keras_resume.py::test_sigkill_without_seeds',
     'test_regimes.py::test_full_batch_regression_at_the_recommended_settings',
     'test_keras_distribute.py::test_multi_worker',
+    'test_minibatch_consistency.py::test_the_corrected_sampler_matches_nuts',
     'test_examples.py::test_readme_keras_quick_start',
     'test_minibatch_consistency.py::test_lagged_corrected_sampler_is_consistent',
     'test_regression_noise.py::test_diabetes_in_its_own_units',

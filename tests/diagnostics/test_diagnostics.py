@@ -24,6 +24,7 @@ import keras
 from sklearn import datasets
 
 import tfp_adaptive as tfa
+from tests.conftest import in_ci
 from tests.conftest import repeated
 
 COV = np.array([[1., 0.8], [0.8, 1.]], np.float32)
@@ -144,8 +145,10 @@ def _temperatures(optimizer, epochs=150, batch_size=250, burnin=75,
   return {k: np.mean(v[burnin:]) for k, v in monitor.temperatures.items()}
 
 
+# CI: τ = 0.5, that the reading follows τ (every other temperature test
+# reads τ = 1); τ = 1 here at full size.
 @pytest.mark.statistical
-@pytest.mark.parametrize('tau', [1., 0.5])
+@pytest.mark.parametrize('tau', in_ci([1., 0.5], (0.5,)))
 def test_temperature_reads_tau_for_sgld(tau):
   """SGLD at a step where the minibatch noise heats it by a few percent only.
 
