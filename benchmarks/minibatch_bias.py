@@ -65,15 +65,18 @@ class NoisyGaussian(object):
     return -0.5 * a * theta ** 2 + c * theta
 
 
+def psgld(gamma, frozen=False):
+  """A kernel factory ``(target, h, burn) -> kernel``: PSGLD at decay 0.95 and ``diagonal_bias=1e-3`` with `gamma`; `frozen`: its metric adapts over the burn-in (`burn` steps), then is fixed."""
+  return lambda fn, h, burn: tfa.mcmc.PSGLD(
+      fn, h, preconditioner_decay_rate=0.95, diagonal_bias=1e-3,
+      gamma=gamma, num_adaptation_steps=burn if frozen else None)
+
+
 def samplers():
   """(label, kernel factory ``(target, h, burn) -> kernel``, preconditioned?).
 
   The adapted-then-frozen metric adapts over the burn-in (`burn` steps).
   """
-  def psgld(gamma, frozen=False):
-    return lambda fn, h, burn: tfa.mcmc.PSGLD(
-        fn, h, preconditioner_decay_rate=0.95, diagonal_bias=1e-3,
-        gamma=gamma, num_adaptation_steps=burn if frozen else None)
   return [
       ('SGLD', lambda fn, h, burn: tfa.mcmc.SGLD(fn, h), False),
       ("PSGLD, gamma='corrected'", psgld('corrected'), True),
@@ -192,6 +195,15 @@ def mlp_target(quick):
   chains, draws, burnin = MLP_NUTS[quick]
   draws = target.nuts(chains, draws, burnin=burnin)
   return target, predictive_groups(tf.sigmoid(target.logits(draws)).numpy())
+
+
+def monte_carlo_alone(own):
+  """The distance to NUTS (in its floors) of an exact sampler whose own floor is `own`: ``sqrt((1 + own²)/2)``.
+
+  Total variations of independent errors add about in quadrature (for
+  NUTS against itself this is 1).
+  """
+  return float(np.sqrt((1. + own ** 2) / 2.))
 
 
 def mlp_error(factory, target, reference, floor, h, chains, horizon, seed,

@@ -132,16 +132,12 @@ def test_no_chain_is_kicked_out_from_the_mode():
 
 def _mlp_distance(gamma, target, reference, floor, chains, seed):
   """``(z, error)``: the distance to NUTS over what Monte Carlo alone gives, in its standard errors."""
-  def factory(fn, h, _):
-    return tfa.mcmc.PSGLD(fn, h, preconditioner_decay_rate=0.95,
-                          diagonal_bias=1e-3, gamma=gamma)
   # 50,000 steps at h = 1e-3, a quarter burn-in (a preconditioned step of
   # 1e-3 moves about as far as SGLD's 1e-4 here).
   error, se, own = minibatch_bias.mlp_error(
-      factory, target, reference, floor, 1e-3, chains, 50., seed, draws=200)
-  # Total variations of independent errors add about in quadrature: an
-  # exact sampler's groups sit sqrt((1 + own²)/2) NUTS floors from NUTS's.
-  alone = np.sqrt((1. + own ** 2) / 2.)
+      minibatch_bias.psgld(gamma), target, reference, floor, 1e-3, chains,
+      50., seed, draws=200)
+  alone = minibatch_bias.monte_carlo_alone(own)
   return (error - alone) / se, (error, se, own, alone)
 
 
