@@ -21,11 +21,15 @@ most four fifths of its epochs, early-stopped on the other 20%
 then samples on all of it with corrected `PSGLD` (no momentum) at the
 step of `CurvatureCalibration` for the rest of its gradients (read after
 the metric's burn-in and the first 2 epochs, which are the collector's
-burn-in). The deep ensemble trains the same model with Adam (1e-3), each
-of its 5 members for a fifth of the sampler's epochs, so every row sees
-the same number of gradients; its members are combined by the same
+burn-in). The deep ensemble trains the same model with Adam, each of its
+5 members for a fifth of the sampler's epochs, so every row sees the same
+number of gradients; its members are combined by the same
 `BayesianEnsemble` code (a mixture of the members' predictive
-distributions).
+distributions). It runs at two learning rates, 1e-3 and the recipe's
+3e-3: with a fixed number of epochs neither is the better one on every
+data set (the faster one overfits the small sets and fits the larger ones
+better), and the sampler rows are judged against the stronger of the two
+on each set, as a user who tried both would compare.
 
 Data sets (scikit-learn's, offline; a fixed 70/30 split, standardised
 inputs): diabetes (regression in the targets' own units), breast cancer
@@ -197,27 +201,38 @@ def _chains(fit):
   return fit_chains
 
 
-def _fit_adam(data, model_fn, loss_fn, epochs, seed, size):
+def _fit_adam(data, model_fn, loss_fn, epochs, seed, size,
+              learning_rate=1e-3):
   x, y, _, _ = data
   kept, model = [], None
   for m in range(size):
     keras.utils.set_random_seed(1000 * seed + m)
     model = model_fn(len(x), y)
-    model.compile(keras.optimizers.Adam(1e-3), loss=loss_fn())
+    model.compile(keras.optimizers.Adam(learning_rate), loss=loss_fn())
     model.fit(x, y, epochs=max(epochs // size, 1), verbose=0)
-    kept.append(members_lib.Member(m, 1e-3, [np.array(v.numpy())
-                                             for v in model.weights], None))
+    kept.append(members_lib.Member(m, learning_rate,
+                                   [np.array(v.numpy()) for v in model.weights],
+                                   None))
   return ensemble_lib.BayesianEnsemble(model, kept), []
 
 
+def _fit_adam_fast(data, model_fn, loss_fn, epochs, seed, size):
+  """The deep ensemble at the learning rate of the recipe's Adam stage (3e-3)."""
+  return _fit_adam(data, model_fn, loss_fn, epochs, seed, size,
+                   learning_rate=3e-3)
+
+
 ADAM = 'Adam deep ensemble (5)'
+ADAM_FAST = 'Adam deep ensemble (5), 3e-3'
 FIVE = 'recipe, 5 chains of a fifth'
-# {row name: (its name in the verdicts, fit)}.
+# {row name: (its name in the verdicts, fit)}; the deep ensembles last.
 METHODS = {'recipe (corrected PSGLD)': ('recipe', _fit_recipe),
            FIVE: ('5 chains', _chains(_fit_recipe)),
            'Adam, early-stopped, + CurvatureCalibration, 5 chains': (
                'warm start', _chains(_fit_warm)),
-           ADAM: ('Adam', _fit_adam)}
+           ADAM: ('Adam', _fit_adam),
+           ADAM_FAST: ('Adam 3e-3', _fit_adam_fast)}
+DEEP_ENSEMBLES = (ADAM, ADAM_FAST)
 
 
 def run(sets, quick, seeds):
@@ -242,7 +257,7 @@ def run(sets, quick, seeds):
         ens, said = fit(data, model_fn, loss_fn, epochs, seed, size)
         metrics = ens.evaluate(data[2], data[3])
         metrics['seconds'] = time.time() - t0
-        if method != ADAM:  # The members' temperatures.
+        if method not in DEEP_ENSEMBLES:  # The members' temperatures.
           try:
             readings = ens.check_temperature(data[0], data[1], warn=False)
           except ValueError:  # Too few members a chain (--quick).
@@ -280,12 +295,18 @@ def table_rows(results):
                    '%.0f' % np.mean([r['seconds'] for r in runs]),
                    ', '.join(sorted({w for r in runs for w in r['warnings']}))
                    or '—'])
-    adam, a_se = lls.pop(ADAM)
+    # Each sampler row against the stronger of the two deep ensembles.
+    best = max(DEEP_ENSEMBLES, key=lambda m: lls[m][0])
+    adam, a_se = lls[best]
+    rows[-1][-1] += '; against %s:' % METHODS[best][0]
     for method, (ll, se) in lls.items():
+      if method in DEEP_ENSEMBLES:
+        continue
       gap, gap_se = ll - adam, np.hypot(se, a_se)
-      rows[-1][-1] += '; %s − Adam = %+.3f ± %.3f (%s)' % (
-          METHODS[method][0], gap,
-          gap_se, 'matches or beats' if gap >= -2. * gap_se else 'worse')
+      rows[-1][-1] += ' %s %+.3f ± %.3f (%s);' % (
+          METHODS[method][0], gap, gap_se,
+          'matches or beats' if gap >= -2. * gap_se else 'worse')
+    rows[-1][-1] = rows[-1][-1].rstrip(';')
   return rows
 
 
@@ -330,9 +351,9 @@ def main():
        'warnings; verdict'],
       table_rows(results),
       'Command: `python -m benchmarks.quality%s`. Mean ± standard error over '
-      'seeds. "matches or beats": the recipe\'s test log-likelihood is at '
-      'least the deep ensemble\'s minus two standard errors of the '
-      'difference. Same number of gradients for every method. "T '
+      'seeds. "matches or beats": the row\'s test log-likelihood is at '
+      'least that of the stronger deep ensemble (named) minus two standard '
+      'errors of the difference. Same number of gradients for every method. "T '
       'virial", "T Laplacian": the configurational temperature of the '
       'members in its two forms (`BayesianEnsemble.check_temperature` on the '
       'training data), 1 for draws from the posterior; the Laplacian form '
