@@ -17,7 +17,8 @@ ensemble member, five members; every other row gets five times
   splits: five networks with a mean and a log-scale head, trained by
   Adam (1e-3) on the Gaussian negative log-likelihood, combined as a
   mixture (Lakshminarayanan et al. 2017's recipe without adversarial
-  training);
+  training), and again at the recipe's Adam rate, 3e-3; the stronger of
+  the two on each data set is the reference of the verdicts;
 - **README chain, one noise scale (5 chains)**: each chain Adam to a
   mode with early stopping, then corrected `PSGLD` at
   `CurvatureCalibration`'s step, one noise scale for all examples
@@ -40,8 +41,9 @@ row); their log-likelihood is the table's negative log-likelihood with
 its sign changed. Our rows: mean ± standard error over ``--splits``
 splits (the same splits for every row), the 90% interval coverage, the
 members' configurational temperature (virial form, on the training data,
-1 for posterior draws) and the seconds per split. The verdict compares each row with the deep ensemble run here,
-split by split (the mean paired difference and its standard error).
+1 for posterior draws) and the seconds per split. The verdict compares
+each row with the stronger deep ensemble run here, split by split (the
+mean paired difference and its standard error).
 
     python -m benchmarks.quality_uci [--quick] [--splits 20] [--epochs 40]
 """
@@ -77,6 +79,7 @@ PUBLISHED = {
 }
 
 ADAM = 'Adam deep ensemble (5, heteroscedastic)'
+ADAM_FAST = 'Adam deep ensemble (5, heteroscedastic), 3e-3'
 HETERO = 'README regression recipe (5 chains)'
 MEMBERS = 5
 
@@ -136,6 +139,7 @@ def model_fn(inputs, heteroscedastic):
 #: loss_fn, epochs, seed, size)`` of `benchmarks.quality`.
 METHODS = {
     ADAM: (quality._fit_adam, True),  # pylint: disable=protected-access
+    ADAM_FAST: (quality._fit_adam_fast, True),  # pylint: disable=protected-access
     'README chain, one noise scale (5 chains)': (
         quality._chains(quality._fit_warm), False),  # pylint: disable=protected-access
     HETERO: (quality._chains(quality._fit_warm), True),  # pylint: disable=protected-access
@@ -166,7 +170,7 @@ def run(names, splits, epochs, members, quick=False):
         row = {'log_likelihood': m['log_likelihood'] - np.log(y_scale),
                'rmse': m['rmse'] * y_scale, 'coverage_90': m['coverage_90'],
                'seconds': time.time() - t0, 'warnings': said}
-        if method != ADAM:
+        if method not in (ADAM, ADAM_FAST):
           try:
             row['virial'] = ens.check_temperature(
                 data[0], data[1], warn=False)['overall'].temperature
@@ -189,10 +193,13 @@ def table_rows(results):
     for method, (ll, ll_se, rmse, rmse_se) in PUBLISHED[name].items():
       rows.append([name, method + ' (published)', '%.2f ± %.2f' % (ll, ll_se),
                    '%.2f ± %.2f' % (rmse, rmse_se), '', '', '', ''])
-    adam = np.array([r['log_likelihood'] for r in methods[ADAM]])
+    # The reference: the stronger of the two deep ensembles.
+    reference = max((ADAM, ADAM_FAST), key=lambda m: np.mean(
+        [r['log_likelihood'] for r in methods[m]]))
+    adam = np.array([r['log_likelihood'] for r in methods[reference]])
     for method, runs in methods.items():
       ll = np.array([r['log_likelihood'] for r in runs])
-      if method == ADAM:
+      if method == reference:
         verdict = 'the reference'
       elif len(ll) < 2:
         verdict = 'one split: no verdict'
@@ -233,7 +240,8 @@ def main():
       % ('quick' if args.quick else 'full', splits, 's' if splits > 1 else '',
          epochs, members),
       ['data set', 'method', 'test log-likelihood', 'RMSE', '90% coverage',
-       'T virial', 'seconds a split', 'against the deep ensemble run here'],
+       'T virial', 'seconds a split',
+       'against the stronger deep ensemble run here'],
       table_rows(results),
       'Command: `python -m benchmarks.quality_uci%s`. Mean ± standard error '
       'over splits, in the targets\' units. "(published)": Lakshminarayanan '
