@@ -106,6 +106,13 @@ def load_dataset(name):
 
 #: The share of the training data the warm start holds out to stop on.
 WARM_START_HELD_OUT = 0.2
+#: The warm start's Adam learning rate (the README's quick start).
+WARM_START_LEARNING_RATE = 3e-3
+
+
+def rate_label(rate):
+  """A learning rate as the tables print it: ``3e-3``."""
+  return np.format_float_scientific(rate, trim='-', exp_digits=1)
 
 
 def adam_to_a_mode(model, x, y, loss, epochs, batch_size=None):
@@ -115,7 +122,7 @@ def adam_to_a_mode(model, x, y, loss, epochs, batch_size=None):
   data, at most `epochs` epochs on the rest.
   """
   import keras  # pylint: disable=g-import-not-at-top
-  model.compile(keras.optimizers.Adam(3e-3), loss=loss)
+  model.compile(keras.optimizers.Adam(WARM_START_LEARNING_RATE), loss=loss)
   return model.fit(x, y, batch_size=batch_size, epochs=epochs, verbose=0,
                    validation_split=WARM_START_HELD_OUT,
                    callbacks=[keras.callbacks.EarlyStopping(

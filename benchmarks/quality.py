@@ -217,13 +217,14 @@ def _fit_adam(data, model_fn, loss_fn, epochs, seed, size,
 
 
 def _fit_adam_fast(data, model_fn, loss_fn, epochs, seed, size):
-  """The deep ensemble at the learning rate of the recipe's Adam stage (3e-3)."""
+  """The deep ensemble at the learning rate of the recipe's Adam stage."""
   return _fit_adam(data, model_fn, loss_fn, epochs, seed, size,
-                   learning_rate=3e-3)
+                   learning_rate=common.WARM_START_LEARNING_RATE)
 
 
 ADAM = 'Adam deep ensemble (5)'
-ADAM_FAST = 'Adam deep ensemble (5), 3e-3'
+ADAM_FAST = 'Adam deep ensemble (5), ' + common.rate_label(
+    common.WARM_START_LEARNING_RATE)
 FIVE = 'recipe, 5 chains of a fifth'
 # {row name: (its name in the verdicts, fit)}; the deep ensembles last.
 METHODS = {'recipe (corrected PSGLD)': ('recipe', _fit_recipe),
@@ -231,7 +232,8 @@ METHODS = {'recipe (corrected PSGLD)': ('recipe', _fit_recipe),
            'Adam, early-stopped, + CurvatureCalibration, 5 chains': (
                'warm start', _chains(_fit_warm)),
            ADAM: ('Adam', _fit_adam),
-           ADAM_FAST: ('Adam 3e-3', _fit_adam_fast)}
+           ADAM_FAST: ('Adam ' + common.rate_label(
+               common.WARM_START_LEARNING_RATE), _fit_adam_fast)}
 DEEP_ENSEMBLES = (ADAM, ADAM_FAST)
 
 
@@ -298,15 +300,16 @@ def table_rows(results):
     # Each sampler row against the stronger of the two deep ensembles.
     best = max(DEEP_ENSEMBLES, key=lambda m: lls[m][0])
     adam, a_se = lls[best]
-    rows[-1][-1] += '; against %s:' % METHODS[best][0]
+    verdicts = []
     for method, (ll, se) in lls.items():
       if method in DEEP_ENSEMBLES:
         continue
       gap, gap_se = ll - adam, np.hypot(se, a_se)
-      rows[-1][-1] += ' %s %+.3f ± %.3f (%s);' % (
+      verdicts.append('%s %+.3f ± %.3f (%s)' % (
           METHODS[method][0], gap, gap_se,
-          'matches or beats' if gap >= -2. * gap_se else 'worse')
-    rows[-1][-1] = rows[-1][-1].rstrip(';')
+          'matches or beats' if gap >= -2. * gap_se else 'worse'))
+    rows[-1][-1] += '; against %s: %s' % (METHODS[best][0],
+                                          '; '.join(verdicts))
   return rows
 
 
