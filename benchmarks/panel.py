@@ -19,10 +19,11 @@ The quantities compared: the coordinates (unconstrained for eight
 schools); where the posterior's scale is known, the whitened coordinates
 (``(θ − μ)ᵀL`` with ``LLᵀ = Σ⁻¹`` for the Gaussians, ``x`` over its
 conditional sd for the funnels), each of sd 1, and for the funnels that
-whitened ``x`` in the neck (`_funnel_quantities`); where there is a model, its
-predictions (the logits at 50 inputs, for the logistic regression and the
-MLP, whose weights have no meaningful marginal sds), which those runs also
-pass to `tfa.mcmc.sample` to be read (`predictions`).
+whitened ``x`` in the neck (`benchmarks.panel_truth.funnel_quantities`);
+where there is a model, its predictions (the logits at 50 inputs, for the
+logistic regression and the MLP, whose weights have no meaningful marginal
+sds), which those runs also pass to `tfa.mcmc.sample` to be read
+(`predictions`).
 
 The means are compared too, each shift in the reference's sds. A run is
 *biased* when an sd's relative error or a mean's shift exceeds the
@@ -37,70 +38,18 @@ to tell). The confusion matrix counts them against warned/silent.
 (`benchmarks.panel_generated`).
 """
 
-import collections
 import os
-import time
-import warnings
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_probability as tfp
 
 import tfp_adaptive as tfa
 from benchmarks import common
 from benchmarks import panel_fit
+from benchmarks import panel_truth as truth
 from benchmarks import regimes
 from tfp_adaptive.diagnostics import mean_force
 from tfp_adaptive.diagnostics import temperature as temperature_lib
-from tfp_adaptive.mcmc import kernel as kernel_lib
-
-TOLERANCE = 0.05
-CHAINS = 64
-
-
-def _exact(sds, means):
-  """The reference of exact sds and `means`: ``(sds, their errors, means, their errors)``."""
-  sds = np.asarray(sds, np.float64)
-  return (sds, np.zeros(len(sds)), np.broadcast_to(
-      np.asarray(means, np.float64), sds.shape), np.zeros(len(sds)))
-
-
-def _coordinates_and(derived):
-  """A projection: the coordinates and, after them, the quantities `derived` from them."""
-  def project(samples):
-    x = _flat(samples).astype(np.float64)
-    return np.concatenate([x, np.asarray(derived(x))], -1)
-  return project
-
-
-def _gaussian(cov, mean):
-  """``(sds, project, empirical)`` of a Gaussian: its coordinates and its whitened ones, ``(θ − μ)ᵀL`` for ``LLᵀ = Σ⁻¹``, and `empirical_temperature`."""
-  chol = np.linalg.cholesky(np.linalg.inv(cov))
-  return (_exact(np.concatenate([np.sqrt(np.diag(cov)), np.ones(len(cov))]),
-                 np.concatenate([mean, np.zeros(len(cov))])),
-          _coordinates_and(lambda x: (x - mean) @ chol),
-          lambda samples: empirical_temperature(samples, chol, mean))
-
-
-def empirical_temperature(samples, chol, mean):
-  """The temperatures the samples have against the exact Gaussian ``N(μ, Σ)``, ``P = Σ⁻¹ = LLᵀ``: two `Reading`s.
-
-  ``⟨(θ − μ)ᵀP(θ − μ)⟩/D``, what the virial estimates, and
-  ``⟨|P(θ − μ)|²⟩/tr P``, what the Laplacian form estimates (the
-  directions weighted by their curvature), both read here from the exact
-  posterior rather than from gradients along the chain. For samples of
-  ``N(μ, τΣ)`` both read ``τ``; sds all off by a factor ``s`` read
-  ``s²``. Their errors come from the series' effective size, as the
-  readings' do.
-  """
-  d = _flat(samples).astype(np.float64) - mean
-  z = d @ chol
-  pd = z @ chol.T
-  trace = np.sum(chol ** 2)
-  return (temperature_lib.read(np.sum(z ** 2, -1), z.shape[-1]),
-          temperature_lib.read_ratio(np.sum(pd ** 2, -1),
-                                     np.full(pd.shape[:-1], trace),
-                                     z.shape[-1]))
 
 
 def _gaussian_2d():
@@ -109,8 +58,8 @@ def _gaussian_2d():
 
   def log_prob(x):
     return -0.5 * tf.einsum('...i,ij,...j->...', x, prec, x)
-  reference, project, empirical = _gaussian(cov, np.zeros(2))
-  return (log_prob, reference, np.zeros([CHAINS, 2], np.float32), None,
+  reference, project, empirical = truth.gaussian(cov, np.zeros(2))
+  return (log_prob, reference, np.zeros([truth.CHAINS, 2], np.float32), None,
           project, empirical)
 
 
@@ -124,27 +73,9 @@ def _regression(batch_size=None):
         data, batch_size,
         log_prior_fn=lambda parts: -0.5 * tf.reduce_sum(
             parts[0] ** 2, -1) / regimes.PRIOR_VAR)
-  init = np.tile(mean, (CHAINS, 1)).astype(np.float32)
-  reference, project, empirical = _gaussian(cov, mean)
+  init = np.tile(mean, (truth.CHAINS, 1)).astype(np.float32)
+  reference, project, empirical = truth.gaussian(cov, mean)
   return fn, reference, init, None, project, empirical
-
-
-NECK_MASS = 0.15865525393145707  # Φ(−1): the mass below one sd.
-
-
-def _funnel_quantities(v_sd, whiten, v_index):
-  """The coordinates, ``x`` whitened by `whiten`, and that whitened ``x`` in the neck.
-
-  The neck: ``v`` more than one sd below its mean, where a step too long
-  for the narrow conditional fails first. The whitened ``x`` there, set to
-  0 elsewhere, has the exact sd ``sqrt(Φ(−1))``: its error counts both the
-  neck's mass and its spread.
-  """
-  def derived(x):
-    w = whiten(x)
-    neck = x[..., v_index:v_index + 1] < -v_sd
-    return np.concatenate([w, np.where(neck, w, 0.)], -1)
-  return _coordinates_and(derived)
 
 
 def _funnel():
@@ -154,9 +85,11 @@ def _funnel():
   def log_prob(z):
     v, x = z[..., 0], z[..., 1]
     return -0.5 * v ** 2 / sv ** 2 - 0.5 * v - 0.5 * x ** 2 * tf.exp(-v)
-  sds = np.array([sv, np.sqrt(np.exp(sv ** 2 / 2.)), 1., np.sqrt(NECK_MASS)])
-  return (log_prob, _exact(sds, 0.), np.zeros([CHAINS, 2], np.float32), None,
-          _funnel_quantities(sv, lambda x: x[..., 1:] * np.exp(
+  sds = np.array([sv, np.sqrt(np.exp(sv ** 2 / 2.)), 1.,
+                  np.sqrt(truth.NECK_MASS)])
+  return (log_prob, truth.exact(sds, 0.),
+          np.zeros([truth.CHAINS, 2], np.float32), None,
+          truth.funnel_quantities(sv, lambda x: x[..., 1:] * np.exp(
               -x[..., :1] / 2.), 0))
 
 
@@ -167,25 +100,13 @@ def _yu_funnel():
   pv = np.exp(-0.5 * (v / yu_funnel.SIGMA) ** 2)
   pv /= pv.sum()
   sds = np.array([np.sqrt(np.sum(pv * np.log1p(np.exp(v)))), yu_funnel.SIGMA,
-                  1., np.sqrt(NECK_MASS)])
-  return (yu_funnel.NoisyGradientFunnel(), _exact(sds, 0.),
-          np.zeros([CHAINS, 2], np.float32), None,
-          _funnel_quantities(yu_funnel.SIGMA, lambda x: x[..., :1] / np.sqrt(
-              np.logaddexp(0., x[..., 1:])), 1))
-
-
-def _nuts_sds(log_prob, init, bijector=None, draws=1000):
-  kernel = tfp.mcmc.NoUTurnSampler(log_prob, step_size=0.1)
-  if bijector is not None:
-    kernel = tfp.mcmc.TransformedTransitionKernel(kernel, bijector)
-  kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(kernel, 400)
-
-  @tf.function(jit_compile=True, autograph=False)
-  def run():
-    return tfp.mcmc.sample_chain(draws, init, kernel=kernel,
-                                 num_burnin_steps=500, trace_fn=None,
-                                 seed=(1, 2))
-  return run()
+                  1., np.sqrt(truth.NECK_MASS)])
+  return (yu_funnel.NoisyGradientFunnel(), truth.exact(sds, 0.),
+          np.zeros([truth.CHAINS, 2], np.float32), None,
+          truth.funnel_quantities(
+              yu_funnel.SIGMA,
+              lambda x: x[..., :1] / np.sqrt(np.logaddexp(0., x[..., 1:])),
+              1))
 
 
 def _logistic():
@@ -202,11 +123,11 @@ def _logistic():
         labels=tf.broadcast_to(yt, tf.shape(logits)), logits=logits), -1)
     return lik - 0.5 * tf.reduce_sum(w ** 2, -1)
   inputs = x[::len(x) // 50][:50].astype(np.float64)
-  project = _coordinates_and(lambda w: w @ inputs.T)
-  ref = project(_nuts_sds(log_prob, tf.zeros([64, x.shape[1]])).numpy())
+  project = truth.coordinates_and(lambda w: w @ inputs.T)
+  ref = project(truth.nuts_sds(log_prob, tf.zeros([64, x.shape[1]])).numpy())
   test_inputs = tf.constant(inputs, tf.float32)
-  return (log_prob, _group_moments(ref), np.zeros([CHAINS, x.shape[1]],
-                                              np.float32), None, project,
+  return (log_prob, truth.group_moments(ref),
+          np.zeros([truth.CHAINS, x.shape[1]], np.float32), None, project,
           None, lambda w: tf.einsum('nd,...d->...n', test_inputs, w))
 
 
@@ -214,37 +135,17 @@ def _mlp():
   from benchmarks import bayesian_mlp  # pylint: disable=g-import-not-at-top
   target = bayesian_mlp.Target()
   ref = target.project(target.nuts(32, 1000))
-  return (target.minibatch, _group_moments(ref), target.init(CHAINS, 5), None,
+  return (target.minibatch, truth.group_moments(ref),
+          target.init(truth.CHAINS, 5), None,
           target.project, None, target.logits)
 
 
 def _eight_schools():
   from tests.mcmc import test_eight_schools as es  # pylint: disable=g-import-not-at-top
   ref = es._nuts(64, 2000)  # pylint: disable=protected-access
-  return (es._log_prob, _group_moments(_flat(ref, es.BIJECTORS)),  # pylint: disable=protected-access
-          es._start(CHAINS), es.BIJECTORS)  # pylint: disable=protected-access
-
-
-def _flat(samples, bijectors=None):
-  """``[draws, chains, coordinates]``, unconstrained through `bijectors`."""
-  if bijectors is not None:
-    parts = [b.inverse(s).numpy() for b, s in zip(bijectors, samples)]
-  else:
-    parts = [np.asarray(s) for s in kernel_lib.as_list(samples)]
-  return np.concatenate([p.reshape(p.shape[0], p.shape[1], -1)
-                         for p in parts], -1)
-
-
-def _group_moments(x, groups=8):
-  """The sds of ``[draws, chains, coordinates]`` draws, their standard errors over groups of chains, the means and theirs."""
-  groups = min(groups, x.shape[1])  # The quick mode's 2 chains in `fit`.
-  split = np.array_split(np.arange(x.shape[1]), groups)
-  flat = [x[:, g].reshape(-1, x.shape[-1]) for g in split]
-  out = []
-  for moment in (np.stack([f.std(0) for f in flat]),
-                 np.stack([f.mean(0) for f in flat])):
-    out += [moment.mean(0), moment.std(0, ddof=1) / np.sqrt(groups)]
-  return tuple(out)
+  # pylint: disable=protected-access
+  return (es._log_prob, truth.group_moments(truth.flat(ref, es.BIJECTORS)),
+          es._start(truth.CHAINS), es.BIJECTORS)
 
 
 def _psgld(alpha, bias, gamma, frozen=False):
@@ -335,115 +236,6 @@ def runs(quick):
   return table
 
 
-Run = collections.namedtuple('Run', ['samples', 'readings', 'said',
-                                     'seconds', 'changes', 'step'])
-Run.__doc__ = """A panel run: its samples, `tfa.mcmc.check_temperature`'s readings, the kinds of warning it said (`kind`), its wall time, the `changes` its first warning that names some advises (`tfa.diagnostics.Change` tuples, else empty) and its final step size (after a step-size adaptation; `None` if there is none)."""
-
-
-def run_one(fn, init, bijectors, factory, h, steps, thin, quick,
-            predictions=None, burnin=None):
-  """Runs `factory`'s kernel through `tfa.mcmc.sample`: a `Run`.
-
-  `steps` steps are kept (every `thin`-th) after a burn-in of `burnin`
-  steps, ``steps // 2`` by default.
-  """
-  kernel = factory(fn, h)
-  if bijectors is not None:
-    kernel = tfp.mcmc.TransformedTransitionKernel(kernel, bijectors)
-  if quick:
-    steps //= 10
-    burnin = None if burnin is None else burnin // 10
-  burnin = steps // 2 if burnin is None else burnin
-  t0 = time.time()
-  with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter('always')
-    samples, _, results = tfa.mcmc.sample(
-        kernel, init, num_results=steps // thin, num_burnin_steps=burnin,
-        num_steps_between_results=thin - 1, seed=(3, 4),
-        chunk_size=steps // thin, progress=False, predictions=predictions)
-  seconds = time.time() - t0
-  readings = tfa.mcmc.check_temperature(kernel, samples, warn=False,
-                                        predictions=predictions)
-  said = sorted({kind(str(w.message)) for w in caught
-                 if issubclass(w.category, UserWarning)})
-  changes = next((c for c in (tfa.diagnostics.advice.changes_of(w.message)
-                               for w in caught) if c), ())
-  step = tfa.mcmc.driver.find_field(results, 'new_step_size')
-  return Run(samples, readings, said, seconds, changes,
-             None if step is None else float(np.asarray(step)))
-
-
-KINDS = ('too short to tell', 'too imprecise to rule out',
-         'configurational temperature', 'mean force of the predictions',
-         'mean force', 'non-finite',
-         'drift_ratio', 'lag', 'peak_factor', 'preconditioner_decay_rate',
-         'not moved')
-
-
-#: The kind of a notice that the run could not be read (too short, or
-#: too imprecise to rule out a bias): it tells the user, and claims no bias.
-UNREAD = 'unread'
-
-
-def kind(message):
-  """A short name for a warning: what it is about."""
-  for name in KINDS:
-    if name in message:
-      return {'configurational temperature': 'temperature',
-              'mean force of the predictions': 'prediction force',
-              'too short to tell': UNREAD,
-              'too imprecise to rule out': UNREAD}.get(name, name)
-  return message[:40]
-
-
-def run_error(samples, reference, bijectors=None, project=None):
-  """The error that decides the run (`deciding`), its standard error (groups of chains, the reference's included) and ``'sd'`` or ``'mean'``.
-
-  The quantities' errors: each sd's relative error and each mean's shift
-  in the reference's sds, judged alike (a mean within 5% of an sd).
-  `project` maps the samples to the ``[draws, chains, coordinates]`` that
-  are compared (the network's logits at test inputs), else `_flat`.
-  """
-  sds, se, means, mean_se = _group_moments(
-      project(samples) if project else _flat(samples, bijectors))
-  ref, ref_se, ref_mean, ref_mean_se = reference
-  rel = sds / ref - 1.
-  shift = (means - ref_mean) / ref
-  errors = np.concatenate([rel, shift])
-  if not np.all(np.isfinite(errors)):  # A chain that left the target.
-    return np.inf, 0., 'sd'
-  se = np.concatenate([np.hypot(se / ref, (1. + rel) * ref_se / ref),
-                       np.hypot(mean_se, ref_mean_se) / ref])
-  k = deciding(errors, se)
-  return float(errors[k]), float(se[k]), 'sd' if k < len(rel) else 'mean'
-
-
-def deciding(rel, se):
-  """The index of the quantity whose `classify` is the run's, from its errors `rel` (sds' relative errors, means' shifts in sds) and their standard errors `se`.
-
-  The one furthest off when some are off by more than 100%, whatever their
-  errors (a chain that blew up gives a huge one); else the one furthest
-  outside the tolerance when some are clearly outside it; else the one
-  least clearly inside it: a run is accurate only when every quantity is.
-  """
-  rel, se = np.abs(np.asarray(rel)), np.asarray(se)
-  off = rel > 1.
-  if off.any():
-    return int(np.argmax(np.where(off, rel, -np.inf)))
-  if np.max(rel - 2. * se) > TOLERANCE:
-    return int(np.argmax(rel - 2. * se))
-  return int(np.argmax(rel + 2. * se))
-
-
-def classify(err, se):
-  """``'biased'`` beyond 5% by two standard errors, ``'accurate'`` within 5% by as much, else ``'unclear'``."""
-  if abs(err) - 2. * se > TOLERANCE or abs(err) > 1.:  # Or sds twice off.
-    return 'biased'
-  if abs(err) + 2. * se <= TOLERANCE:
-    return 'accurate'
-  return 'unclear'
-
-
 def sweep(quick):
   rows = []
   for target, build, configs in runs(quick):
@@ -454,10 +246,10 @@ def sweep(quick):
     empirical = built[5] if len(built) > 5 else None
     predictions = built[6] if len(built) > 6 else None
     for label, factory, h, steps, thin in configs:
-      samples, readings, said, seconds = run_one(
+      samples, readings, said, seconds = truth.run_one(
           fn, init, bijectors, factory, h, steps, thin, quick,
           predictions)[:4]
-      err, se, what = run_error(samples, reference, bijectors, project)
+      err, se, what = truth.run_error(samples, reference, bijectors, project)
       reading, laplacian = readings['overall'], readings.get('laplacian')
       laplacian_says = (None if laplacian is None else
                         temperature_lib.final_verdict(laplacian))
@@ -465,7 +257,7 @@ def sweep(quick):
       rows.append(dict(target=target, sampler=label, h=h, err=err, se=se,
                        what=what, shift=shift,
                        predicted=readings.get('predictions'),
-                       truth=classify(err, se), reading=reading,
+                       truth=truth.classify(err, se), reading=reading,
                        laplacian=laplacian, warned=bool(said), said=said,
                        seconds=seconds,
                        empirical=None if empirical is None else empirical(
@@ -491,7 +283,7 @@ def fit_sweep(quick):
   warnings and the members').
   """
   _, _, precision, mean = panel_fit.regression()
-  reference, project, empirical = _gaussian(np.linalg.inv(precision), mean)
+  reference, project, empirical = truth.gaussian(np.linalg.inv(precision), mean)
   rows = []
   for label, optimizer, batch_size, h in panel_fit.configurations(quick):
     runs = [panel_fit.run_one(optimizer(seed), batch_size, seed,
@@ -499,18 +291,18 @@ def fit_sweep(quick):
             for seed in range(2 if quick else 8)]
     _, said, readings, seconds = runs[0]
     n = min(len(r[0]) for r in runs)
-    err, se, what = run_error(np.stack([r[0][-n:] for r in runs], 1),
+    err, se, what = truth.run_error(np.stack([r[0][-n:] for r in runs], 1),
                               reference, project=project)
     reading, laplacian = readings['overall'], readings['laplacian']
     rows.append(dict(
         target='regression in fit', sampler=label, h=h, err=err, se=se,
         what=what, shift=_largest_shift(readings['mean_force']),
-        predicted=readings['predictions'], truth=classify(err, se),
+        predicted=readings['predictions'], truth=truth.classify(err, se),
         reading=reading, laplacian=laplacian, live=readings['live'],
         empirical=empirical(runs[0][0][:, None]),
         warned=bool(said['live'] or said['members']),
         said=['%s: %s' % (who, k) for who in ('live', 'members')
-              for k in sorted({kind(m) for m in said[who]})],
+              for k in sorted({truth.kind(m) for m in said[who]})],
         seconds=seconds,
         virial_warns=temperature_lib.final_verdict(reading) not in (
             'accurate', 'too short')))
@@ -615,8 +407,9 @@ def main():
           'temperatures: where the posterior is an exact Gaussian N(μ, Σ), '
           'the samples\' ⟨(θ − μ)ᵀΣ⁻¹(θ − μ)⟩/D and ⟨|Σ⁻¹(θ − μ)|²⟩/tr Σ⁻¹, '
           'what the virial and the Laplacian form estimate '
-          '(`benchmarks.panel.empirical_temperature`); the virial reads its '
-          'own within 10%% (plus three combined standard errors) in %d of '
+          '(`benchmarks.panel_truth.empirical_temperature`); the virial '
+          'reads its own within 10%% (plus three combined standard errors) '
+          'in %d of '
           'these %d runs, the Laplacian form in %d. Warnings: the '
           'names of what `tfa.mcmc.sample` warned about.\n\n"regression in '
           'fit": `model.fit` runs of the Keras optimizers on a Bayesian linear '
@@ -637,8 +430,8 @@ def main():
           'dropped when it confirms the temperature).\n\nConfusion matrix '
           '(runs):\n\n%s\n\nHad the virial alone been warned on (its '
           'reading\'s verdict):\n\n%s'
-          % (' --quick' if args.quick else '', CHAINS, within[0], len(exact),
-             within[1], live_within, len(fit_rows),
+          % (' --quick' if args.quick else '', truth.CHAINS, within[0],
+             len(exact), within[1], live_within, len(fit_rows),
              common.markdown_table(['', 'warned', 'silent'], confusion(rows)),
              common.markdown_table(['', 'warned', 'silent'],
                                    confusion(rows, 'virial_warns'))))

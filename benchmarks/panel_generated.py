@@ -59,7 +59,7 @@ once (default: one per CPU core); the rows come out in the runs' order
 whatever the jobs, since each run draws from its own seed.
 
 Each run goes through `tfa.mcmc.sample` as a user's would (64 chains);
-its error is `benchmarks.panel.run_error` against the truth (sds and
+its error is `benchmarks.panel_truth.run_error` against the truth (sds and
 means of the coordinates and of: the whitened coordinates for the
 Gaussians; ``x e^{-v/2}`` and the neck for the funnels; the group means
 for the hierarchical models; the logits at 50 inputs for the
@@ -99,7 +99,7 @@ import tensorflow_probability as tfp
 
 import tfp_adaptive as tfa
 from benchmarks import common
-from benchmarks import panel
+from benchmarks import panel_truth as truth
 
 STEPS = (2000, 64000)  # The run length's range, drawn log-uniformly.
 BURNIN = (0.2, 0.5)   # The burn-in's share of the run.
@@ -109,7 +109,7 @@ DECAYS = (0.9, 0.95, 0.99)  # Around PSGLD's default, 0.95.
 ACCEPT = (0.7, 0.95)  # The wrapper's target acceptance (documented: 0.75).
 SAMPLERS = ('SGLD', 'PSGLD corrected', 'PSGLD corrected_lagged',
             'PSGLD frozen', 'Monge corrected')
-OFF, WITHIN = 0.10, panel.TOLERANCE
+OFF, WITHIN = 0.10, truth.TOLERANCE
 CONTROL = 0.3  # The share of control runs, drawn to be accurate.
 CONTROL_CONDITION = 4.  # Their Gaussians' largest condition number.
 CONTROL_STEPS = (64000, 128000)  # Their length, log-uniform.
@@ -144,9 +144,9 @@ def draw_gaussian(rng, largest_condition=1e6):
   def log_prob(x):
     d = x - mean_t
     return -0.5 * tf.einsum('...i,ij,...j->...', d, prec, d)
-  reference, project, _ = panel._gaussian(cov, mean)  # pylint: disable=protected-access
+  reference, project, _ = truth.gaussian(cov, mean)
   # Chains start within a few sds of the mean, as after a rough fit.
-  init = (mean + 2. * (rng.normal(size=(panel.CHAINS, dim)) * sds) @
+  init = (mean + 2. * (rng.normal(size=(truth.CHAINS, dim)) * sds) @
           rotation.T).astype(np.float32)
   return ('Gaussian, D=%d, condition %.2g' % (dim, condition), log_prob,
           reference, init, project, None)
@@ -162,14 +162,14 @@ def draw_funnel(rng):
     return (-0.5 * v ** 2 / sv ** 2 - 0.5 * k * v -
             0.5 * tf.reduce_sum(x ** 2, -1) * tf.exp(-v))
   sds = np.concatenate([[sv], np.full(k, np.sqrt(np.exp(sv ** 2 / 2.))),
-                        np.ones(k), np.full(k, np.sqrt(panel.NECK_MASS))])
+                        np.ones(k), np.full(k, np.sqrt(truth.NECK_MASS))])
   # Chains start at half-width draws of the funnel, as after a rough fit.
-  v = 0.5 * sv * rng.normal(size=(panel.CHAINS, 1))
-  x = 0.5 * np.exp(v / 2.) * rng.normal(size=(panel.CHAINS, k))
+  v = 0.5 * sv * rng.normal(size=(truth.CHAINS, 1))
+  x = 0.5 * np.exp(v / 2.) * rng.normal(size=(truth.CHAINS, k))
   return ('funnel, %d x, sd of v %.2g' % (k, sv), log_prob,
-          panel._exact(sds, 0.),  # pylint: disable=protected-access
+          truth.exact(sds, 0.),
           np.concatenate([v, x], 1).astype(np.float32),
-          panel._funnel_quantities(sv, lambda z: z[..., 1:] * np.exp(  # pylint: disable=protected-access
+          truth.funnel_quantities(sv, lambda z: z[..., 1:] * np.exp(
               -z[..., :1] / 2.), 0), None)
 
 
@@ -196,16 +196,16 @@ def draw_hierarchical(rng, nuts_draws):
             - 0.5 * tf.reduce_sum(eta ** 2, -1)
             - 0.5 * (mu[..., 0] / (5. * c)) ** 2
             - 0.5 * (tf.exp(log_tau[..., 0]) / (5. * c)) ** 2 + log_tau[..., 0])
-  project = panel._coordinates_and(  # pylint: disable=protected-access
+  project = truth.coordinates_and(
       lambda z: z[..., :1] + np.exp(z[..., 1:2]) * z[..., 2:])
-  init = np.concatenate([np.full((panel.CHAINS, 1), y.mean()),
-                         np.full((panel.CHAINS, 1), np.log(y.std() + c)),
-                         0.5 * rng.normal(size=(panel.CHAINS, groups))], 1)
-  ref = project(panel._nuts_sds(log_prob, tf.constant(init, tf.float32),  # pylint: disable=protected-access
+  init = np.concatenate([np.full((truth.CHAINS, 1), y.mean()),
+                         np.full((truth.CHAINS, 1), np.log(y.std() + c)),
+                         0.5 * rng.normal(size=(truth.CHAINS, groups))], 1)
+  ref = project(truth.nuts_sds(log_prob, tf.constant(init, tf.float32),
                                 draws=nuts_draws).numpy())
   return ('hierarchical, %d groups, scale %.2g, spread/scale %.2g' % (
       groups, c, tau_true / c), log_prob,
-          panel._group_moments(ref),  # pylint: disable=protected-access
+          truth.group_moments(ref),
           init.astype(np.float32), project, None)
 
 
@@ -237,15 +237,15 @@ def draw_logistic(rng, nuts_draws):
   def full(w):
     return tf.reduce_sum(log_lik([w], (xt, yt)), -1) + log_prior([w])
   inputs = x[rng.choice(n, 50, replace=False)].astype(np.float64)
-  project = panel._coordinates_and(lambda w: w @ inputs.T)  # pylint: disable=protected-access
-  ref = project(panel._nuts_sds(full, tf.zeros([64, x.shape[1]]),  # pylint: disable=protected-access
+  project = truth.coordinates_and(lambda w: w @ inputs.T)
+  ref = project(truth.nuts_sds(full, tf.zeros([64, x.shape[1]]),
                                 draws=nuts_draws).numpy())
   test_inputs = tf.constant(inputs, tf.float32)
   fn = full if batch is None else tfa.minibatch_log_prob(
       log_lik, (x, y), batch, log_prior)
   return ('logistic, n=%d, %d features, batch %s' % (n, k, batch or 'full'),
-          fn, panel._group_moments(ref),  # pylint: disable=protected-access
-          np.zeros([panel.CHAINS, x.shape[1]], np.float32), project,
+          fn, truth.group_moments(ref),
+          np.zeros([truth.CHAINS, x.shape[1]], np.float32), project,
           lambda w: tf.einsum('nd,...d->...n', test_inputs, w))
 
 
@@ -287,7 +287,7 @@ Settings.__doc__ = """A drawn sampler: `name` (one of `SAMPLERS`), its Γ mode, 
 
 
 def factory(settings):
-  """``factory(fn, h)`` of the kernel `settings` describe (`benchmarks.panel.run_one`'s)."""
+  """``factory(fn, h)`` of the kernel `settings` describe (`benchmarks.panel_truth.run_one`'s)."""
   st = settings
 
   def build(fn, h):
@@ -361,7 +361,7 @@ def judged(family, target, label, err, se, what, said, seconds):
   """A run's row: its error against the truth, what it said, and whether it is off or within.
 
   Off by more than 100% is off whatever its error (a chain that blew up
-  has a huge one), as in `panel.classify`.
+  has a huge one), as in `truth.classify`.
   """
   return dict(family=family, target=target, sampler=label, err=err, se=se,
               what=what, said=said, seconds=seconds,
@@ -420,14 +420,14 @@ def _kernel_run(family, target, fn, reference, init, project, predictions,
   """Runs `settings` through `tfa.mcmc.sample` as a user would: its row, with the advice's ``changes`` and the final ``step``."""
   try:
     # About 2,000 draws a chain kept, whatever the run's length.
-    run = panel.run_one(
+    run = truth.run_one(
         fn, init, None, factory(settings), 1e-4, settings.steps,
         max(4, settings.steps // 2000), False, predictions,
         burnin=settings.burn)
   except Exception as e:  # pylint: disable=broad-except
     return raised(family, target, label(settings), e)
   row = judged(family, target, label(settings),
-               *panel.run_error(run.samples, reference, project=project),
+               *truth.run_error(run.samples, reference, project=project),
                run.said, run.seconds)
   return dict(row, changes=run.changes, step=run.step)
 
@@ -446,10 +446,10 @@ def _precision(x):
 
 
 def _posterior(x, y, precision):
-  """``(reference, project)`` of `panel.run_error` for the exact posterior of a `fit` regression."""
+  """``(reference, project)`` of `benchmarks.panel_truth.run_error` for the exact posterior of a `fit` regression."""
   xa = np.concatenate([x, np.ones((len(x), 1))], 1).astype(np.float64)
   mean = np.linalg.solve(precision, 2. * xa.T @ y.astype(np.float64))[:, 0]
-  reference, project, _ = panel._gaussian(np.linalg.inv(precision), mean)  # pylint: disable=protected-access
+  reference, project, _ = truth.gaussian(np.linalg.inv(precision), mean)
   return reference, project
 
 
@@ -517,13 +517,13 @@ def one_fit_run(rng, quick):
         callbacks=[rule], warm_start=curvature)
   except Exception as e:  # pylint: disable=broad-except
     return raised('fit', target, label, e)
-  said = sorted({panel.kind(m) for m in said_by['live'] + said_by['members']})
+  said = sorted({truth.kind(m) for m in said_by['live'] + said_by['members']})
   blocks = len(members) // 8
   if not blocks:  # No samples to judge (every step non-finite): off.
     return judged('fit', target, label, np.inf, 0., 'sd', said, seconds)
   samples = members[:8 * blocks].reshape(8, blocks, -1).transpose(1, 0, 2)
   return judged('fit', target, label,
-                *panel.run_error(samples, reference, project=project), said,
+                *truth.run_error(samples, reference, project=project), said,
                 seconds)
 
 
@@ -571,12 +571,12 @@ def one_fit_control(rng, quick):
             (x, y), heat=heat, epochs=2, batch_size=batch)])
   except Exception as e:  # pylint: disable=broad-except
     return raised('fit control', target, label, e)
-  said = sorted({panel.kind(m) for m in said_by['live'] + said_by['members']})
+  said = sorted({truth.kind(m) for m in said_by['live'] + said_by['members']})
   if not members.size:  # No samples to judge (every step non-finite): off.
     return judged('fit control', target, label, np.inf, 0., 'sd', said,
                   seconds)
   return judged('fit control', target, label,
-                *panel.run_error(members, reference, project=project), said,
+                *truth.run_error(members, reference, project=project), said,
                 seconds)
 
 
@@ -597,8 +597,8 @@ def _rate_cell(k, n, low, high):
 
 
 def warned(row):
-  """Whether a run said it is biased (a notice that it could not be read, `panel.UNREAD`, claims no bias)."""
-  return any(k != panel.UNREAD for k in row['said'])
+  """Whether a run said it is biased (a notice that it could not be read, `benchmarks.panel_truth.UNREAD`, claims no bias)."""
+  return any(k != truth.UNREAD for k in row['said'])
 
 
 def summary(rows):
@@ -685,7 +685,7 @@ def fixed(row):
 
 def unread_only(row):
   """Whether a run was told only that it could not be read (no claim of a bias)."""
-  return bool(row['said']) and set(row['said']) <= {panel.UNREAD}
+  return bool(row['said']) and set(row['said']) <= {truth.UNREAD}
 
 
 def advice_summary(rows):
@@ -778,7 +778,7 @@ def main(args=None):
             'and no claim of a bias. '
             'Rates with 95%% Wilson intervals:\n\n%s'
             % (' --quick' if args.quick else '', runs, seed, share,
-               panel.CHAINS, text)))
+               truth.CHAINS, text)))
   print(text)
   if advice:
     table, rates = advice_summary(rows), advice_rates(rows)

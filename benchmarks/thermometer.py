@@ -34,6 +34,7 @@ import tfp_adaptive as tfa
 from benchmarks import common
 from benchmarks import panel
 from benchmarks import panel_fit
+from benchmarks import panel_truth as truth
 
 WIDE_N, WIDE_INPUTS, WIDE_OUTPUTS = 20000, 1000, 10
 
@@ -61,7 +62,7 @@ def small_regression():
 def empirical(members, precision, mean):
   """Both empirical temperatures of members ``[n, D]`` (kernel row-major, then bias) against columns ``N(mean_k, P₁⁻¹)``.
 
-  The outputs' columns are read as `panel.empirical_temperature`'s chains.
+  The outputs' columns are read as `truth.empirical_temperature`'s chains.
   """
   inputs, outputs = mean.shape
   kernel = members[:, :(inputs - 1) * outputs].reshape(-1, inputs - 1,
@@ -69,7 +70,7 @@ def empirical(members, precision, mean):
   theta = np.concatenate([kernel, members[:, None, (inputs - 1) * outputs:]],
                          1)
   columns = np.transpose(theta - mean, (0, 2, 1))  # [n, outputs, inputs].
-  return panel.empirical_temperature(
+  return truth.empirical_temperature(
       columns, np.linalg.cholesky(precision), np.zeros(inputs))
 
 
@@ -117,7 +118,7 @@ def main():
                  panel.format_reading(readings['laplacian']),
                  panel.format_reading(live),
                  ', '.join(k for k, hit in hits.items() if hit) or '—',
-                 '; '.join(sorted({panel.kind(m) for m in
+                 '; '.join(sorted({truth.kind(m) for m in
                                    said['live'] + said['members']})) or '—',
                  '%.0f' % seconds])
     print(' | '.join(rows[-1]), flush=True)

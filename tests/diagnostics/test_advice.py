@@ -248,7 +248,7 @@ def test_a_reading_too_wide_to_rule_out_a_bias_is_told_with_the_length_it_needs(
 @pytest.mark.slow
 def test_a_hierarchical_run_off_with_a_wide_reading_is_not_silent():
   """A drawn hierarchical model (11 groups) under corrected PSGLD, its group means' sds up to 45% off; the virial reads 1.8 ± 0.4, which no band judges: `tfa.mcmc.sample` says it cannot confirm the run."""
-  from benchmarks import panel  # pylint: disable=g-import-not-at-top
+  from benchmarks import panel_truth as truth  # pylint: disable=g-import-not-at-top
   from benchmarks import panel_generated as generated  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng([680754, 15])
   assert generated.FAMILIES[int(rng.integers(len(generated.FAMILIES)))] == (
@@ -256,10 +256,10 @@ def test_a_hierarchical_run_off_with_a_wide_reading_is_not_silent():
   target, fn, _, init, _, _ = generated.draw_hierarchical(rng, 100)
   settings = generated.draw_settings(rng, False)
   assert target.startswith('hierarchical, 11 groups'), target
-  run = panel.run_one(fn, init, None, generated.factory(settings), 1e-4,
+  run = truth.run_one(fn, init, None, generated.factory(settings), 1e-4,
                       settings.steps, max(4, settings.steps // 2000), False,
                       burnin=settings.burn)
-  assert run.said == [panel.UNREAD], run.said
+  assert run.said == [truth.UNREAD], run.said
   assert run.changes and run.changes[0].parameter == 'num_results'
 
 
@@ -291,7 +291,7 @@ def test_a_coordinate_with_too_few_effective_draws_is_told_with_the_length_it_ne
 @pytest.mark.slow
 def test_a_short_funnel_run_whose_neck_has_not_mixed_is_not_silent():
   """A drawn funnel (one x, v of sd 1.4) under SGLD for 2,222 steps: its sds 40% low against the exact funnel, the temperature within its band; the neck's few effective draws across the 64 chains are told, with the length it needs."""
-  from benchmarks import panel  # pylint: disable=g-import-not-at-top
+  from benchmarks import panel_truth as truth  # pylint: disable=g-import-not-at-top
   from benchmarks import panel_generated as generated  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng([680754, 168])
   assert generated.FAMILIES[int(rng.integers(len(generated.FAMILIES)))] == (
@@ -299,12 +299,12 @@ def test_a_short_funnel_run_whose_neck_has_not_mixed_is_not_silent():
   target, fn, reference, init, project, _ = generated.draw_funnel(rng)
   settings = generated.draw_settings(rng, False)
   assert target.startswith('funnel, 1 x'), target
-  run = panel.run_one(fn, init, None, generated.factory(settings), 1e-4,
+  run = truth.run_one(fn, init, None, generated.factory(settings), 1e-4,
                       settings.steps, max(4, settings.steps // 2000), False,
                       burnin=settings.burn)
-  err, se, _ = panel.run_error(run.samples, reference, project=project)
+  err, se, _ = truth.run_error(run.samples, reference, project=project)
   assert abs(err) - 2. * se > 0.1, (err, se)  # Off: the truth.
-  assert run.said == [panel.UNREAD], run.said
+  assert run.said == [truth.UNREAD], run.said
   assert run.changes and run.changes[0].parameter == 'num_results'
 
 
