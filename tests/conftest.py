@@ -12,8 +12,9 @@ import warnings
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 # One thread per test process (and the processes they start): the suite runs
-# at least one process per core (`-n 3` on two), and more thread pools than
-# cores only contend.
+# one process per core (`-n 2` on two), and more thread pools than cores only
+# contend (a third process on two cores costs more in contention than it
+# gains while the subprocess tests wait).
 os.environ.setdefault('TF_NUM_INTRAOP_THREADS', '1')
 os.environ.setdefault('TF_NUM_INTEROP_THREADS', '1')
 

@@ -129,3 +129,14 @@ def test_the_readme_is_a_page_users_read():
   with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
     text = f.read()
   assert len(text) <= 12000, len(text)
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+  """`.ci/run` runs the command the README gives for the tests, character for character."""
+  with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
+    readme = f.read()
+  commands = re.findall(r"^pip install -e '\.\[test\]' && .*$", readme, re.M)
+  assert len(commands) == 1, commands
+  with open(os.path.join(ROOT, '.ci', 'run'), encoding='utf-8') as f:
+    ci = f.read().splitlines()
+  assert commands[0] in ci, (commands[0], ci)
