@@ -361,7 +361,7 @@ def judged(family, target, label, err, se, what, said, seconds):
   """A run's row: its error against the truth, what it said, and whether it is off or within.
 
   Off by more than 100% is off whatever its error (a chain that blew up
-  has a huge one), as in `truth.classify`.
+  has a huge one), as in `benchmarks.panel_truth.classify`.
   """
   return dict(family=family, target=target, sampler=label, err=err, se=se,
               what=what, said=said, seconds=seconds,

@@ -62,7 +62,8 @@ def small_regression():
 def empirical(members, precision, mean):
   """Both empirical temperatures of members ``[n, D]`` (kernel row-major, then bias) against columns ``N(mean_k, P₁⁻¹)``.
 
-  The outputs' columns are read as `truth.empirical_temperature`'s chains.
+  The outputs' columns are read as
+  `benchmarks.panel_truth.empirical_temperature`'s chains.
   """
   inputs, outputs = mean.shape
   kernel = members[:, :(inputs - 1) * outputs].reshape(-1, inputs - 1,
