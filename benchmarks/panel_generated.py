@@ -790,8 +790,9 @@ def main(args=None):
         table, note=(
             'Command: `python -m benchmarks.panel --generated --advice%s '
             '--runs %d --seed %d --control %g`. Each warned kernel run is '
-            'run again with the `changes` of its first warning that names some '
-            '(`tfa.diagnostics.SamplerWarning`): a smaller step fixed at '
+            'run again with the `changes` of all its warnings at once '
+            '(`tfa.diagnostics.advice.merged` of its '
+            '`tfa.diagnostics.SamplerWarning`s): a smaller step fixed at '
             'the first run\'s adapted step times the factor (no wrapper), '
             'lengths times their factor (at most %gx), a metric frozen when '
             'the rerun\'s burn-in ends, Γ or the decay as named. "fixed": '

@@ -132,7 +132,7 @@ def group_moments(x, groups=8):
 
 Run = collections.namedtuple('Run', ['samples', 'readings', 'said',
                                      'seconds', 'changes', 'step'])
-Run.__doc__ = """A panel run: its samples, `tfa.mcmc.check_temperature`'s readings, the kinds of warning it said (`kind`), its wall time, the `changes` its first warning that names some advises (`tfa.diagnostics.Change` tuples, else empty) and its final step size (after a step-size adaptation; `None` if there is none)."""
+Run.__doc__ = """A panel run: its samples, `tfa.mcmc.check_temperature`'s readings, the kinds of warning it said (`kind`), its wall time, the `changes` that follow all its warnings at once (`tfa.diagnostics.advice.merged`: `tfa.diagnostics.Change` tuples, else empty) and its final step size (after a step-size adaptation; `None` if there is none)."""
 
 
 def run_one(fn, init, bijectors, factory, h, steps, thin, quick,
@@ -161,8 +161,8 @@ def run_one(fn, init, bijectors, factory, h, steps, thin, quick,
                                         predictions=predictions)
   said = sorted({kind(str(w.message)) for w in caught
                  if issubclass(w.category, UserWarning)})
-  changes = next((c for c in (tfa.diagnostics.advice.changes_of(w.message)
-                               for w in caught) if c), ())
+  changes = tfa.diagnostics.advice.merged(
+      w.message for w in caught if issubclass(w.category, UserWarning))
   step = tfa.mcmc.driver.find_field(results, 'new_step_size')
   return Run(samples, readings, said, seconds, changes,
              None if step is None else float(np.asarray(step)))

@@ -382,3 +382,31 @@ def test_an_unsettled_run_is_told_the_length_that_settles_it():
   # = 0.03; its Monte Carlo error is under 0.02 (the slowest direction's
   # 16 chains hold about 100 effective draws, the others many more).
   assert abs(np.mean(variances) - 1.) < min(0.1, short_error / 2), variances
+
+
+def test_merged_follows_every_warning_of_a_run_at_once():
+  """A decay too short for minibatches and an unsettled, hot reading under an adaptive metric: one change per parameter, the one asking more (the longest run, the smallest step, the longest average), each message's other changes kept, in the order first named."""
+  decay = advice.Advice('decay', (Change('preconditioner_decay_rate',
+                                         value=0.99),))
+  unsettled = temperature_advice.advice('the whole state', UNSETTLED, 1.,
+                                        'step_size', adaptive=True)
+  hot = temperature_advice.advice('the whole state', HOT, 1., 'step_size',
+                                  adaptive=True)
+  shorter = advice.Advice('d', (Change('preconditioner_decay_rate',
+                                       value=0.95),))
+  merged = advice.merged([decay, 'no change named', unsettled, hot, shorter])
+  by_name = {c.parameter: c for c in merged}
+  assert len(by_name) == len(merged)
+  assert [c.parameter for c in merged][:2] == ['preconditioner_decay_rate',
+                                               'num_results']
+  assert by_name['preconditioner_decay_rate'].value == 0.99
+  assert by_name['num_adaptation_steps'].value == advice.THE_BURNIN
+  lengths = [c.factor for m in (unsettled, hot) for c in m.changes
+             if c.parameter == 'num_results']
+  assert by_name['num_results'].factor == max(lengths) > min(lengths)
+  assert by_name['num_burnin_steps'].factor == max(lengths)
+  steps = [c.factor for c in hot.changes if c.parameter == 'step_size']
+  assert by_name['step_size'].factor == min(steps) < 1.
+  assert advice.merged([hot]) == hot.changes
+  assert advice.merged(['plain', warnings.WarningMessage(
+      'x', UserWarning, 'f', 1).message]) == ()

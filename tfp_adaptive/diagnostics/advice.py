@@ -18,6 +18,12 @@ warn with a `SamplerWarning`, a `UserWarning` that carries the same
 suggestion (a smaller step *and* as many times more steps, burn-in
 included); the text may name other fixes after it. A message whose fix has no number (raise
 ``diagonal_bias`` towards the mean squared gradient) has no changes.
+
+A run can warn more than once (its regime numbers, then its temperature,
+its mean force): `merged` gives the one set of changes that follows them
+all, as a user reading every warning would::
+
+    changes = tfa.diagnostics.advice.merged(w.message for w in caught)
 """
 
 import collections
@@ -89,6 +95,50 @@ class SamplerWarning(UserWarning):
 def changes_of(message):
   """The `Change` tuples of `message` (an `Advice`, a `SamplerWarning` or a plain `str`: none)."""
   return tuple(getattr(message, 'changes', ()))
+
+
+#: Changes `merged` takes the smallest factor of (the most cautious step);
+#: any other factor is a length, whose largest is taken.
+STEPS = frozenset(LENGTH)
+#: Changes by value `merged` takes the largest of (a longer moving
+#: average); any other value is the first one named.
+LARGEST_VALUE = frozenset(['preconditioner_decay_rate'])
+
+
+def merged(messages):
+  """The changes that follow every one of `messages` at once: a tuple of `Change`, one per parameter, in the order first named.
+
+  Each message's changes follow its own first suggestion; a run that warns
+  several times (a moving average too short for minibatch gradients, and a
+  temperature that has not settled) needs them all. Where two messages
+  name the same parameter, the one that asks more is kept: the smallest
+  step factor, the longest run and burn-in, the longest moving average
+  (``preconditioner_decay_rate``); any other value (``gamma``,
+  ``num_adaptation_steps``) as first named. A step lowered by one message
+  keeps the run as much longer as that message asks, through its own
+  length changes (`smaller_step`).
+
+  Args:
+    messages: iterable of `Advice`, `SamplerWarning` or `str` (a plain
+      string names no change).
+
+  Returns:
+    tuple of `Change`; empty when no message names one.
+  """
+  kept = {}
+  for message in messages:
+    for change in changes_of(message):
+      old = kept.get(change.parameter)
+      if old is None or (old.factor is None) != (change.factor is None):
+        kept.setdefault(change.parameter, change)
+      elif change.factor is not None:
+        pick = min if change.parameter in STEPS else max
+        kept[change.parameter] = old._replace(
+            factor=pick(old.factor, change.factor))
+      elif change.parameter in LARGEST_VALUE:
+        kept[change.parameter] = old._replace(
+            value=max(old.value, change.value))
+  return tuple(kept.values())
 
 
 def named(who, message):
