@@ -358,15 +358,11 @@ def follow(settings, changes, step):
 
 
 def judged(family, target, label, err, se, what, said, seconds):
-  """A run's row: its error against the truth, what it said, and whether it is off or within.
-
-  Off by more than 100% is off whatever its error (a chain that blew up
-  has a huge one), as in `benchmarks.panel_truth.classify`.
-  """
+  """A run's row: its error against the truth, what it said, and whether it is off (`benchmarks.panel_truth.beyond` 10%) or within (5%)."""
   return dict(family=family, target=target, sampler=label, err=err, se=se,
               what=what, said=said, seconds=seconds,
-              off=abs(err) - 2. * se > OFF or abs(err) > 1.,
-              within=abs(err) + 2. * se <= WITHIN)
+              off=truth.beyond(err, se, OFF),
+              within=truth.within(err, se, WITHIN))
 
 
 def raised(family, target, label, error):

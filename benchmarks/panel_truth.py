@@ -230,10 +230,20 @@ def deciding(rel, se):
   return int(np.argmax(rel + 2. * se))
 
 
+def beyond(err, se, tolerance=TOLERANCE):
+  """Whether an error is off by more than `tolerance` by two standard errors, or by more than 100% whatever its error (a chain that blew up has a huge one)."""
+  return bool(abs(err) - 2. * se > tolerance or abs(err) > 1.)
+
+
+def within(err, se, tolerance=TOLERANCE):
+  """Whether an error is within `tolerance` by two standard errors."""
+  return bool(abs(err) + 2. * se <= tolerance)
+
+
 def classify(err, se):
-  """``'biased'`` beyond 5% by two standard errors, ``'accurate'`` within 5% by as much, else ``'unclear'``."""
-  if abs(err) - 2. * se > TOLERANCE or abs(err) > 1.:  # Or sds twice off.
+  """``'biased'`` beyond 5% by two standard errors (`beyond`), ``'accurate'`` within 5% by as much (`within`), else ``'unclear'``."""
+  if beyond(err, se):
     return 'biased'
-  if abs(err) + 2. * se <= TOLERANCE:
+  if within(err, se):
     return 'accurate'
   return 'unclear'

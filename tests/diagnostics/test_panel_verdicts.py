@@ -24,6 +24,24 @@ def test_a_run_is_accurate_only_when_every_quantity_is(rel, se, expected):
   assert _verdict(np.array(rel), np.array(se)) == expected
 
 
+@pytest.mark.parametrize('err, se, off, within', [
+    (0.08, 0.01, False, False),  # Beyond 5%, not beyond 10%: neither.
+    (0.13, 0.01, True, False),
+    (0.13, 0.02, False, False),  # Not beyond 10% by two errors.
+    (0.02, 0.01, False, True),
+    (-3., 10., True, False),  # Off by more than 100%, whatever its error.
+])
+def test_the_generated_panel_calls_a_run_off_beyond_10_and_within_5(err, se,
+                                                                     off,
+                                                                     within):
+  from benchmarks import panel_generated  # pylint: disable=g-import-not-at-top
+  row = panel_generated.judged('gaussian', 't', 's', err, se, 'sd', [], 0.)
+  assert (row['off'], row['within']) == (off, within)
+  assert truth.classify(err, se) == ('biased' if abs(err) - 2 * se > 0.05 or
+                                     abs(err) > 1 else 'accurate' if within
+                                     else 'unclear')
+
+
 def test_the_empirical_temperature_of_exact_draws_is_their_temperature():
   """Draws of N(μ, τΣ) read τ in both forms, within 4 standard errors, and
   draws at τ = 1 read 1: so a reading beside them is judged against the
