@@ -410,3 +410,30 @@ def test_merged_follows_every_warning_of_a_run_at_once():
   assert advice.merged([hot]) == hot.changes
   assert advice.merged(['plain', warnings.WarningMessage(
       'x', UserWarning, 'f', 1).message]) == ()
+
+
+def test_a_reading_far_off_asks_a_first_try_not_an_extrapolated_step():
+  """A bias grows with the step in proportion only while it is small: within a whole sd (or twice τ) the factor is the reading's over the tolerance; beyond, that of a bias of 1, said to be a first try, never the thousands-fold step a diverging or unarrived chain would extrapolate to."""
+  near = mean_force.Shift(0.5, 0.01, 400., 0.5, 0.5, 0., 10, 2, 3.)
+  said = mean_force.advice('state part 0', near, 'step_size')
+  np.testing.assert_allclose(_factor(said, 'step_size'),
+                             0.5 / mean_force.TOLERANCE, rtol=0.01)
+  assert 'first' not in said and 'read the rerun' not in said
+  for far in (30., -3e9):
+    shift = mean_force.Shift(far, 0.1, 400., far, far, 0., 10, 2, 3.)
+    said = mean_force.advice('state part 0', shift, 'step_size')
+    np.testing.assert_allclose(_factor(said, 'step_size'),
+                               1. / mean_force.TOLERANCE, rtol=0.01)
+    assert 'no longer scales with the step' in said, said
+    assert said.changes == advice.smaller_step(
+        'step_size', 1. / mean_force.TOLERANCE)
+  scorching = temperature.Reading(50., 0.5, 400., 50., 50., 0., 10)
+  said = temperature_advice.advice('the whole state', scorching, 1.,
+                                   'step_size')
+  np.testing.assert_allclose(_factor(said, 'step_size'),
+                             1. / temperature.TOLERANCE, rtol=0.01)
+  assert 'no longer scales with the step' in said, said
+  assert said.changes == advice.smaller_step('step_size',
+                                             1. / temperature.TOLERANCE)
+  assert 'no longer scales' not in temperature_advice.advice(
+      'the whole state', HOT, 1., 'step_size')

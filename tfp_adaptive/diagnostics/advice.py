@@ -169,6 +169,32 @@ def smaller_step(step_name, factor):
           Change(BURNIN[step_name], factor=factor))
 
 
+def step_factor(bias, tolerance):
+  """How many times smaller a step brings a bias of `bias` within `tolerance`: a first try beyond a bias of 1.
+
+  A discretisation's bias (a mean's shift in sds, a temperature's relative
+  excess ``T/τ − 1``) grows about in proportion to the step while it is
+  small, so lowering the step by ``|bias| / tolerance`` brings it into the
+  band. Beyond 1 (a mean a whole sd off, a chain twice as hot as its
+  target) it no longer does: a step near where the chain diverges heats it
+  far more than in proportion, and a chain that has not arrived reads far
+  off at any step. Extrapolated, such a reading asks for a step thousands
+  of times smaller, which no run can afford and which does not help a
+  chain that has not arrived. The factor is then that of a bias of 1 (at
+  most ``1 / tolerance``): a first try, after which the run is read again
+  (`BEYOND_FIRST_ORDER` says so in the message).
+  """
+  return min(abs(float(bias)), 1.) / tolerance
+
+
+#: What a message adds when `step_factor` holds the factor at that of a
+#: bias of 1.
+BEYOND_FIRST_ORDER = (' (the factor of a bias of 1: this far off, the bias '
+                      'no longer scales with the step, and a chain that has '
+                      'not arrived reads far off at any step; read the rerun '
+                      'again)')
+
+
 def longer_run(step_name, factor=LONGER):
   """Run `factor` times longer, with a burn-in `factor` times longer."""
   return (Change(LENGTH[step_name], factor=factor),

@@ -205,7 +205,9 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
 
   The factor for the step: a discretisation's shift of the mean grows
   about in proportion to the step, so lowering it by
-  ``|shift| / tolerance`` brings the reading into the band. A metric that
+  ``|shift| / tolerance`` brings the reading into the band; beyond a whole
+  sd, that of a shift of one sd, as a first try
+  (`tfp_adaptive.diagnostics.advice.step_factor`). A metric that
   adapts without its Γ term shifts the mean by an amount that a smaller
   step does not remove; then a metric frozen after burn-in (or
   ``gamma='corrected'``) is the fix. A corrected metric that adapts
@@ -254,12 +256,15 @@ def advice(where, shift, step_name, adaptive=False, gamma='none',
     exact_where = ('it is linear in the state and its gradient lies along a '
                    'direction of the curvature')
     besides = ', or spread too wide or too narrow where it curves'
+  factor = advice_lib.step_factor(shift.shift, tolerance)
   text = ('%s: the chains sit about %.2g sds %s their target\'s mean along '
           'it (where %s), or spend too long in a region on that side%s. '
-          'Lower `%s` about %.2gx (and run about as many times more steps, burn-in included).'
+          'Lower `%s` about %.2gx%s (and run about as many times more steps, '
+          'burn-in included).'
           % (said, abs(shift.shift), 'above' if shift.shift > 0 else 'below',
-             exact_where, besides, step_name, abs(shift.shift) / tolerance))
-  changes = advice_lib.smaller_step(step_name, abs(shift.shift) / tolerance)
+             exact_where, besides, step_name, factor,
+             advice_lib.BEYOND_FIRST_ORDER if abs(shift.shift) > 1. else ''))
+  changes = advice_lib.smaller_step(step_name, factor)
   if adaptive and not vocabulary.is_corrected(gamma):
     text += (" A metric that adapts without its Γ term shifts the mean by "
              "an amount that a smaller step does not remove: freeze the "

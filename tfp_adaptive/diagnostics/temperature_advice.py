@@ -46,7 +46,9 @@ def advice(where, reading, temperature, step_name, adaptive=False,
 
   The factor for the step comes from the reading: the heating and the lag
   of a moving-average metric both grow about in proportion to the step, so
-  lowering it by ``|T/τ − 1| / tolerance`` brings the reading into the band.
+  lowering it by ``|T/τ − 1| / tolerance`` brings the reading into the band
+  (beyond twice ``τ``, the factor of ``T = 2τ``, as a first try:
+  `tfp_adaptive.diagnostics.advice.step_factor`).
 
   Args:
     where: what was read, e.g. ``"state part 0"`` or ``"layer 'dense'"``.
@@ -104,7 +106,9 @@ def advice(where, reading, temperature, step_name, adaptive=False,
         'draws from the target: %s.'
         % (said, reading.first_half, reading.second_half, reading.drift_z,
            longer), advice_lib.longer_run(step_name, times)), adaptive)
-  factor = abs(reading.temperature / temperature - 1.) / tolerance
+  excess = reading.temperature / temperature - 1.
+  factor = advice_lib.step_factor(excess, tolerance)
+  beyond = advice_lib.BEYOND_FIRST_ORDER if abs(excess) > 1. else ''
   if judged == 'hot' and not_the_step(reading, temperature, step_share):
     cause = other_cause(adaptive, gamma, minibatch, step_name)
     return advice_lib.Advice(
@@ -116,10 +120,10 @@ def advice(where, reading, temperature, step_name, adaptive=False,
   if judged == 'hot':
     text = ('%s: the chain is wider than its target, as from a step too '
             'large for the curvature or the gradient noise. Lower `%s` '
-            'about %.2gx (and run about as many times more steps, burn-in '
+            'about %.2gx%s (and run about as many times more steps, burn-in '
             'included, for the chain to arrive and travel as far), or use '
             'larger minibatches.'
-            % (said, step_name, factor))
+            % (said, step_name, factor, beyond))
     if adaptive:
       text += (' Freeze the metric after burn-in (`num_adaptation_steps`) '
                'as well: a moving average that follows the chain heats it '
