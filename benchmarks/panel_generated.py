@@ -78,9 +78,9 @@ Each rate with its 95% Wilson interval (`scipy.stats.binomtest`), over
 all runs, the kernels' runs, and per family. Writes
 ``panel_generated.md``.
 
-With ``--advice``, each warned kernel run is run again as its first
-warning that names a change advises (`tfa.diagnostics.SamplerWarning`'s
-``changes``, `follow`), and ``panel_advice.md`` reports how often the
+With ``--advice``, each warned kernel run is run again with the changes
+that follow all its warnings at once (`tfa.diagnostics.advice.merged` of
+their ``changes``, `follow`), and ``panel_advice.md`` reports how often the
 rerun is within 5% or at most half as far off.
 
     python -m benchmarks.panel --generated [--runs 200] [--seed S] [--quick]
