@@ -1,5 +1,7 @@
 """`CurvatureCalibration`: the learning rate that heats the stiffest direction by `heat`, from the curvature and the minibatch noise."""
 
+import logging
+
 import numpy as np
 import tensorflow as tf
 import keras
@@ -12,6 +14,8 @@ from tfp_adaptive.keras import gamma_train_step
 from tfp_adaptive.keras import optimizer_base
 
 __all__ = ['CurvatureCalibration']
+
+_LOG = logging.getLogger('tfp_adaptive')
 
 
 class CurvatureCalibration(keras.callbacks.Callback):
@@ -44,6 +48,18 @@ class CurvatureCalibration(keras.callbacks.Callback):
   the chain moves. Keep the calibration epochs inside the collector's
   burn-in.
 
+  A reading that finds the rate already run beyond the stability limit of
+  the place the chain has reached (``h·λ ≥ 4``, a heat of 1: a Gaussian
+  direction of that curvature diverges) sets the weights back to where
+  the first reading of this `fit` was taken before the chain goes on at
+  the new rate (one log line says so; `rewinds` counts them). This
+  happens at a mode the network fits exactly (training loss near 0): its
+  softmax or sigmoid is saturated, the likelihood has almost no curvature
+  there, and the first reading sets a step hundreds of times too large
+  for the curvature a small move away, which kicks the chain out of the
+  mode within an epoch. An Adam warm start stopped early on held-out data
+  does not saturate.
+
   Each reading takes ``batches`` gradients of size ``B`` (`batch_size`;
   half of it with ``gamma='corrected'``, whose drift sees half of each
   minibatch) and ``2·iterations`` passes over at most
@@ -72,6 +88,9 @@ class CurvatureCalibration(keras.callbacks.Callback):
   Attributes:
     history: one ``(learning_rate, eigenvalue)`` per reading (the rate
       set, the eigenvalue read).
+    rewinds: the number of times the weights were set back to where the
+      calibration began (the readings that found the earlier rate
+      unstable).
 
   Raises:
     TypeError: at `fit`, for an optimizer that is not one of
@@ -107,7 +126,9 @@ class CurvatureCalibration(keras.callbacks.Callback):
     self.batch_size = (None if batch_size is None else
                        validation.check_int('batch_size', batch_size, low=1))
     self.history = []
+    self.rewinds = 0
     self._arrays = None
+    self._anchor = None
 
   def on_train_begin(self, logs=None):
     opt = optimizer_base.constant_rate_sampler_of(self.model,
@@ -132,6 +153,7 @@ class CurvatureCalibration(keras.callbacks.Callback):
     # optimizer's noise-free burn-in (or its first step).
     self._pending_after, self._epoch_reads = None, 0
     self._held_rate = None
+    self._anchor = None  # The weights at this fit's first reading.
     if opt.algorithm.preconditioner.is_adaptive:
       self._pending_after = max(opt.burnin, int(opt.iterations) + 1)
       # Until then the steps only fill the metric: at the rate `compile`
@@ -204,10 +226,31 @@ class CurvatureCalibration(keras.callbacks.Callback):
           'is not convex near the weights (start at a mode, e.g. after a '
           'few epochs of Adam) or not finite.' % value)
     lr = float(curvature_lib.step_for_heat(value, self.heat))
+    parts = _parts(self.model)
+    if self._anchor is None:
+      self._anchor = [np.array(p.numpy()) for p in parts]
+    elif self.history[-1][0] >= curvature_lib.step_for_heat(value, 1.):
+      self._rewind(parts, value, lr)
     if self.history:  # The stiffest place read so far bounds the step.
       lr = min(lr, self.history[-1][0])
     opt.learning_rate = lr
     self.history.append((lr, value))
+
+  def _rewind(self, parts, value, lr):
+    """Sets the weights back to this fit's first reading: the rate run since was unstable where the chain went."""
+    before_rate, before = self.history[-1]
+    for p, a in zip(parts, self._anchor):
+      p.assign(a)
+    self.rewinds += 1
+    _LOG.warning(
+        'CurvatureCalibration: the largest curvature read now (%.3g) is '
+        '%.3g times the one read before (%.3g); the learning rate run since '
+        '(%.3g) is beyond its stability limit, so the weights are set back '
+        'to where calibration began and the chain goes on at %.3g. A mode '
+        'the network fits exactly (training loss near 0) has almost no '
+        'curvature until the chain leaves it: a warm start stopped early '
+        'on held-out data avoids this.', value, value / before, before,
+        before_rate, min(lr, before_rate))
 
 
 def _parts(model):
