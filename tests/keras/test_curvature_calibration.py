@@ -11,6 +11,8 @@ noise within the sampling error of its noise covariance (``batches`` draws:
 a relative sd of about ``sqrt(2/(batches − 1))``).
 """
 
+import warnings
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -184,6 +186,31 @@ def test_the_metric_fills_at_the_mode_before_the_first_reading():
             callbacks=[cal])
   assert not cal.history
   assert float(model.optimizer.learning_rate) == pytest.approx(1e-2)
+
+
+def test_no_sample_is_taken_while_the_rate_is_held_on_a_small_data_set():
+  """200 rows in batches of 32: PSGLD's 25 noise-free steps hold the rate at 0 for four epochs, past the collector's burn-in; those epochs give no member and no warning that the weights did not move."""
+  x, y = _data()
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+  model.compile(keras.optimizers.Adam(1e-1), loss='mse')
+  model.fit(x, y, epochs=30, verbose=0)
+  start = [np.array(w) for w in model.get_weights()]
+  model.compile(tfa.keras.optimizers.PSGLD(1e-4, data_size=N), loss='mse')
+  cal = tfa.keras.CurvatureCalibration((x, y), epochs=1)
+  collector = tfa.keras.SampleCollector(burnin=1, unit='epoch')
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    model.fit(x, y, epochs=7, verbose=0, callbacks=[cal, collector])
+  said = [str(w.message) for w in caught]
+  assert not [s for s in said if 'not taken' in s], said
+  assert collector.num_skipped == 0
+  # The first reading ends step 25: epochs 2-3 are held, epoch 4 moves
+  # in its last three steps, and every epoch after it.
+  assert [m.step for m in collector.members] == [28, 35, 42, 49]
+  for member in collector.members:
+    assert not all(np.array_equal(a, b)
+                   for a, b in zip(member.weights, start))
 
 
 @pytest.mark.slow

@@ -325,7 +325,8 @@ class SampleCollector(keras.callbacks.Callback):
 
     With a cyclical schedule (`tfp_adaptive.keras.schedules.Cyclical`), a
     sample whose last step explored (no noise) is not taken, and the others
-    are tagged with their cycle.
+    are tagged with their cycle. None is taken while the learning rate is
+    0 (`CurvatureCalibration` holds it there until its first reading).
     """
     stages = getattr(self.model.optimizer, 'learning_rate_schedule', None)
     cycle = None
@@ -333,6 +334,10 @@ class SampleCollector(keras.callbacks.Callback):
       if not bool(stages.sampling(step - 1)):
         return
       cycle = int(stages.cycle(step - 1))
+    if float(np.asarray(self.model.optimizer.learning_rate)) == 0.:
+      # A chain held at rate 0 (`CurvatureCalibration` filling the metric
+      # before its first reading) has not moved: no sample to take.
+      return
     rows = self._take()
     if not all(np.all(np.isfinite(a)) for values in rows for a in values
                if np.issubdtype(a.dtype, np.floating)):
