@@ -58,7 +58,7 @@ class CurvatureCalibration(keras.callbacks.Callback):
   there, and the first reading sets a step hundreds of times too large
   for the curvature a small move away, which kicks the chain out of the
   mode within an epoch. An Adam warm start stopped early on held-out data
-  does not saturate.
+  usually stops before its outputs saturate.
 
   Each reading takes ``batches`` gradients of size ``B`` (`batch_size`;
   half of it with ``gamma='corrected'``, whose drift sees half of each
