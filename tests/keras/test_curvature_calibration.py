@@ -214,13 +214,13 @@ def test_no_sample_is_taken_while_the_rate_is_held_on_a_small_data_set():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('seed', [0, 1, 2])
+@pytest.mark.parametrize('seed', [1, 2])
 def test_a_mode_that_fits_exactly_is_not_left_at_its_first_readings_step(
     seed, caplog):
   """Digits 0-4 fitted exactly by Adam: the first reading, at a saturated softmax, sets a step the chain cannot keep once it moves; the next reading rewinds it.
 
   Without the rewind the chain is kicked out of the mode within an epoch
-  (training loss from 0.001 to 0.1-2 on two of these three seeds). With
+  (training loss from 0.001 to 0.1-2 on both seeds). With
   it, every epoch after the rewind keeps the mode's fit: the members
   classify the training digits as the mode does.
   """
