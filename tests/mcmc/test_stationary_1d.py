@@ -87,18 +87,20 @@ def _check(kernel, predictions, mode, seed):
       assert tv_other > tv + bound, (mode, other, tv_other, tv, bound)
 
 
-def _density_cases():
-  """Every metric × mode; in CI every mode of PSGLD and Monge and Shampoo's corrected Γ (in 1-D its metric is RMSprop's, whose other modes PSGLD covers)."""
+def _cases(in_ci):
+  """Every metric × mode as test parameters; those for which ``in_ci(sampler, mode)`` holds run in CI (scale 1), the others at full size only."""
   for sampler in sorted(SAMPLERS):
     for mode in ('none', 'original', 'corrected'):
-      marks = (() if sampler != 'shampoo' or mode == 'corrected'
-               else (full_size_only(),))
+      marks = () if in_ci(sampler, mode) else (full_size_only(),)
       yield pytest.param(sampler, mode, marks=marks,
                          id='%s-%s' % (mode, sampler))
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize('sampler, mode', list(_density_cases()))
+# In CI every mode of PSGLD and Monge, and Shampoo's corrected Γ (in 1-D
+# its metric is RMSprop's, whose other modes PSGLD covers).
+@pytest.mark.parametrize('sampler, mode', list(_cases(
+    lambda sampler, mode: sampler != 'shampoo' or mode == 'corrected')))
 def test_stationary_density_per_gamma_mode(sampler, mode):
   # α = 0.5 except for 'corrected' (Rensmeyer's α = 0.9, Γ scaled by 10): the
   # 'none' limit does not depend on α, and p·M^-0.5 sits clearly between
@@ -111,18 +113,10 @@ def test_stationary_density_per_gamma_mode(sampler, mode):
 FRICTION = 0.03
 
 
-def _momentum_cases():
-  """Every metric × mode; in CI (scale 1) every mode of PSGLD and the corrected Γ of the others."""
-  for sampler in sorted(SAMPLERS):
-    for mode in ('none', 'original', 'corrected'):
-      marks = (() if sampler == 'psgld' or mode == 'corrected'
-               else (full_size_only(),))
-      yield pytest.param(sampler, mode, marks=marks,
-                         id='%s-%s' % (mode, sampler))
-
-
 @pytest.mark.statistical
-@pytest.mark.parametrize('sampler, mode', list(_momentum_cases()))
+# In CI every mode of PSGLD and the corrected Γ of the others.
+@pytest.mark.parametrize('sampler, mode', list(_cases(
+    lambda sampler, mode: sampler == 'psgld' or mode == 'corrected')))
 def test_preconditioned_sghmc_density_per_gamma_mode(sampler, mode):
   """With a velocity, Γ is the divergence of ``M^{1/2}``: ``p·M^-1/2``, ``p·M^-α/2``, ``p``.
 

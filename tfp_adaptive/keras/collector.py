@@ -334,7 +334,8 @@ class SampleCollector(keras.callbacks.Callback):
       if not bool(stages.sampling(step - 1)):
         return
       cycle = int(stages.cycle(step - 1))
-    if float(np.asarray(self.model.optimizer.learning_rate)) == 0.:
+    lr = float(np.asarray(self.model.optimizer.learning_rate))
+    if lr == 0.:
       # A chain held at rate 0 (`CurvatureCalibration` filling the metric
       # before its first reading) has not moved: no sample to take.
       return
@@ -349,7 +350,6 @@ class SampleCollector(keras.callbacks.Callback):
                  'optimizer did not move)')
       return
     self._fingerprint = fingerprint
-    lr = float(np.asarray(self.model.optimizer.learning_rate))
     several = len(rows) > 1
     for chain, values in enumerate(rows):
       slot = self.window.slot(self.members)
