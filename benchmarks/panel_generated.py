@@ -109,6 +109,7 @@ DECAYS = (0.9, 0.95, 0.99)  # Around PSGLD's default, 0.95.
 ACCEPT = (0.7, 0.95)  # The wrapper's target acceptance (documented: 0.75).
 SAMPLERS = ('SGLD', 'PSGLD corrected', 'PSGLD corrected_lagged',
             'PSGLD frozen', 'Monge corrected')
+MONGE_ALPHA2 = 1.  # The Monge metric's α², its default.
 OFF, WITHIN = 0.10, truth.TOLERANCE
 CONTROL = 0.3  # The share of control runs, drawn to be accurate.
 CONTROL_CONDITION = 4.  # Their Gaussians' largest condition number.
@@ -282,8 +283,8 @@ def _drawn_gamma(name):
 
 Settings = collections.namedtuple('Settings', [
     'name', 'gamma', 'decay', 'bias', 'accept', 'steps', 'burn', 'frozen',
-    'step'])
-Settings.__doc__ = """A drawn sampler: `name` (one of `SAMPLERS`), its Γ mode, moving-average decay and `diagonal_bias`, the wrapper's target acceptance, `steps` kept after `burn` steps of burn-in, `frozen` (`num_adaptation_steps`, or `None`) and `step` (a fixed step size without the wrapper, or `None`: `tfp.mcmc.SimpleStepSizeAdaptation` sets it over the first 80% of the burn-in)."""
+    'step', 'alpha2'], defaults=(MONGE_ALPHA2,))
+Settings.__doc__ = """A drawn sampler: `name` (one of `SAMPLERS`), its Γ mode, moving-average decay and `diagonal_bias`, the wrapper's target acceptance, `steps` kept after `burn` steps of burn-in, `frozen` (`num_adaptation_steps`, or `None`), `step` (a fixed step size without the wrapper, or `None`: `tfp.mcmc.SimpleStepSizeAdaptation` sets it over the first 80% of the burn-in) and the Monge metric's `alpha2`."""
 
 
 def factory(settings):
@@ -295,7 +296,7 @@ def factory(settings):
     if st.name == 'SGLD':
       return tfa.mcmc.SGLD(fn, h)
     if st.name.startswith('Monge'):
-      return tfa.mcmc.MongeSGRLD(fn, h, 1., st.decay, gamma=st.gamma,
+      return tfa.mcmc.MongeSGRLD(fn, h, st.alpha2, st.decay, gamma=st.gamma,
                                  num_adaptation_steps=st.frozen)
     return tfa.mcmc.PSGLD(fn, h, st.decay, st.bias, gamma=st.gamma,
                           num_adaptation_steps=st.frozen)
@@ -315,6 +316,8 @@ def label(settings):
     said += 'gamma %s, ' % st.gamma
   if st.frozen is not None and st.name != 'PSGLD frozen':
     said += 'frozen, '
+  if st.alpha2 != MONGE_ALPHA2:  # Changed by advice.
+    said += 'alpha2 %.2g, ' % st.alpha2
   step = ('accept %.2f' % st.accept if st.step is None else
           'step %.3g' % st.step)
   return '%s (%s%s, %d steps, burn-in %d)' % (st.name, said, step,
@@ -350,6 +353,8 @@ def follow(settings, changes, step):
       st = st._replace(decay=float(c.value))
     elif c.parameter == 'num_adaptation_steps' and st.name != 'SGLD':
       st = st._replace(frozen=c.value)
+    elif c.parameter == 'alpha2' and st.name.startswith('Monge'):
+      st = st._replace(alpha2=st.alpha2 * c.factor)
     else:
       return None
   if st.frozen is not None:  # Frozen when the (rerun's) burn-in ends.
@@ -791,7 +796,8 @@ def main(args=None):
             '`tfa.diagnostics.SamplerWarning`s): a smaller step fixed at '
             'the first run\'s adapted step times the factor (no wrapper), '
             'lengths times their factor (at most %gx), a metric frozen when '
-            'the rerun\'s burn-in ends, Γ or the decay as named. "fixed": '
+            'the rerun\'s burn-in ends, Γ, the decay or the Monge metric\'s '
+            '`alpha2` as named. "fixed": '
             'the rerun within 5%% (by two standard errors) or at most half '
             'as far off; a run whose advice names no change counts as not '
             'fixed. Fixed, with 95%% Wilson intervals:\n\n%s'

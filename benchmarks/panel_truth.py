@@ -172,7 +172,7 @@ KINDS = ('too short to tell', 'too imprecise to rule out',
          'configurational temperature', 'mean force of the predictions',
          'mean force', 'non-finite',
          'drift_ratio', 'lag', 'peak_factor', 'preconditioner_decay_rate',
-         'not moved')
+         'not moved', 'pulled the same way')
 
 
 #: The kind of a notice that the run could not be read (too short, or
@@ -187,7 +187,8 @@ def kind(message):
       return {'configurational temperature': 'temperature',
               'mean force of the predictions': 'prediction force',
               'too short to tell': UNREAD,
-              'too imprecise to rule out': UNREAD}.get(name, name)
+              'too imprecise to rule out': UNREAD,
+              'pulled the same way': 'crawl'}.get(name, name)
   return message[:40]
 
 

@@ -201,7 +201,7 @@ def test_subclassed_model_and_datasets_read_per_layer():
   assert set(again) == set(collector.member_readings)
   layers = {v.path.rsplit('/', 1)[0] for v in model.trainable_variables}
   assert len(layers) == 2 and set(again) == layers | {
-      'overall', 'laplacian', 'mean_force', 'predictions'}
+      'overall', 'laplacian', 'mean_force', 'predictions', 'pull'}
   assert set(again['mean_force']) == layers
   # 64 rows of the data, two logits each.
   assert again['predictions'].size == 128, again['predictions']
@@ -213,7 +213,7 @@ def test_subclassed_model_and_datasets_read_per_layer():
     if key == 'mean_force':
       for layer, shift in r.items():
         assert shift == collector.member_readings[key][layer], layer
-    elif key == 'predictions':
+    elif key in ('predictions', 'pull'):
       assert r == collector.member_readings[key]
     else:
       assert r.temperature == collector.member_readings[key].temperature, key

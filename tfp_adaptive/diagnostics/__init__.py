@@ -9,6 +9,8 @@
   that is off advises.
 - `mean_force` and `prediction_force`: the force per coordinate and along
   a model's predictions, which vanish at the target.
+- `monge_advice`: chains that crawl in the Monge metric (pulled one way
+  all run), and the ``alpha2`` that frees them.
 - `run_advice`: every message a run's readings call for (temperature,
   mean force, prediction force), for kernels and Keras alike.
 - `probes`: the per-draw Hutchinson and second-difference terms, from any
@@ -29,6 +31,7 @@ from tfp_adaptive.diagnostics import advice
 from tfp_adaptive.diagnostics import curvature
 from tfp_adaptive.diagnostics import effective_size
 from tfp_adaptive.diagnostics import mean_force
+from tfp_adaptive.diagnostics import monge_advice
 from tfp_adaptive.diagnostics import prediction_force
 from tfp_adaptive.diagnostics import probes
 from tfp_adaptive.diagnostics import regime
@@ -50,7 +53,7 @@ from tfp_adaptive.diagnostics.stationary import total_variation
 
 __all__ = ['Change', 'GRID', 'SamplerWarning', 'adam_sgld_density', 'advice',
            'bin_probabilities', 'curvature', 'density_cdf', 'effective_size',
-           'mean_force', 'monge_metric', 'predicted_density',
+           'mean_force', 'monge_advice', 'monge_metric', 'predicted_density',
            'prediction_force', 'probes', 'regime', 'rmsprop_metric',
            'standard_normal', 'stationary', 'temperature', 'temperature_advice',
            'total_variation']

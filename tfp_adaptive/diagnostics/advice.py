@@ -52,7 +52,7 @@ class Change(collections.namedtuple('Change', ['parameter', 'factor',
   Attributes:
     parameter: the name of what to change: a sampler's hyperparameter
       (``'step_size'``, ``'learning_rate'``, ``'preconditioner_decay_rate'``,
-      ``'gamma'``, ``'num_adaptation_steps'``) or the run's length
+      ``'gamma'``, ``'num_adaptation_steps'``, ``'alpha2'``) or the run's length
       (``'num_results'`` and ``'num_burnin_steps'`` for kernels,
       ``'epochs'`` and ``'burnin'`` in Keras).
     factor: multiply the parameter's value by this, or `None`.
@@ -97,9 +97,10 @@ def changes_of(message):
   return tuple(getattr(message, 'changes', ()))
 
 
-#: Changes `merged` takes the smallest factor of (the most cautious step);
-#: any other factor is a length, whose largest is taken.
-STEPS = frozenset(LENGTH)
+#: Changes `merged` takes the smallest factor of (the most cautious step,
+#: the Monge metric's smallest ``alpha2``); any other factor is a length,
+#: whose largest is taken.
+STEPS = frozenset(LENGTH) | {'alpha2'}
 #: Changes by value `merged` takes the largest of (a longer moving
 #: average); any other value is the first one named.
 LARGEST_VALUE = frozenset(['preconditioner_decay_rate'])
@@ -112,7 +113,7 @@ def merged(messages):
   several times (a moving average too short for minibatch gradients, and a
   temperature that has not settled) needs them all. Where two messages
   name the same parameter, the one that asks more is kept: the smallest
-  step factor, the longest run and burn-in, the longest moving average
+  step factor (and ``alpha2``), the longest run and burn-in, the longest moving average
   (``preconditioner_decay_rate``); any other value (``gamma``,
   ``num_adaptation_steps``) as first named. A step lowered by one message
   keeps the run as much longer as that message asks, through its own

@@ -317,7 +317,10 @@ class BayesianEnsemble(object):
       dict of each layer's name to its
       `tfp_adaptive.diagnostics.mean_force.Shift`, and ``'predictions'`` to the
       outputs' `Shift` (its ``coordinate`` the flat index of the output:
-      row-major over rows and outputs).
+      row-major over rows and outputs), and ``'pull'`` to the members'
+      `tfp_adaptive.diagnostics.monge_advice.Pull` (how hard their gradient
+      pulls them one way; a `MongeSGRLD` run whose chains crawl is told to
+      lower ``alpha2``).
 
     Raises:
       TypeError: the model is not compiled with a sampler of

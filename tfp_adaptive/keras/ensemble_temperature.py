@@ -27,6 +27,7 @@ import tensorflow as tf
 from tfp_adaptive import validation
 from tfp_adaptive.diagnostics import advice as advice_lib
 from tfp_adaptive.diagnostics import mean_force
+from tfp_adaptive.diagnostics import monge_advice
 from tfp_adaptive.diagnostics import prediction_force
 from tfp_adaptive.diagnostics import run_advice
 from tfp_adaptive.diagnostics import probes as probes_lib
@@ -59,7 +60,7 @@ def read_members(ensemble, x, y, max_members=MAX_MEMBERS, seed=0, warn=True,
                  tolerance=temperature_lib.TOLERANCE, batch_size=None,
                  who='BayesianEnsemble.check_temperature',
                  prediction_inputs=None):
-  """``{'overall', layer name..., 'laplacian': Reading, 'mean_force': {layer name: Shift}, 'predictions': Shift}`` of `ensemble`'s members on ``(x, y)``.
+  """``{'overall', layer name..., 'laplacian': Reading, 'mean_force': {layer name: Shift}, 'predictions': Shift, 'pull': Pull}`` of `ensemble`'s members on ``(x, y)``.
 
   See `BayesianEnsemble.check_temperature`; `who` starts the warnings.
   """
@@ -169,6 +170,7 @@ def read_members(ensemble, x, y, max_members=MAX_MEMBERS, seed=0, warn=True,
   readings['mean_force'] = shifts
   readings['predictions'] = prediction_force.read(
       *predicted, temperature=opt.temperature)
+  readings['pull'] = monge_advice.read(series, chain_ndims=1)
   if warn:
     warn_members(ensemble, readings, tolerance, who)
   return readings
@@ -182,13 +184,18 @@ def warn_members(ensemble, readings, tolerance=temperature_lib.TOLERANCE,
            'laplacian': 'the whole model in the Laplacian form (its stiff '
                         'directions weigh most)'}
   temperatures = {k: v for k, v in readings.items()
-                  if k not in ('mean_force', 'predictions')}
+                  if k not in ('mean_force', 'predictions', 'pull')}
   messages = run_advice.messages(
       temperatures, readings['mean_force'], readings['predictions'],
       lambda key: where.get(key, 'layer %r' % key), "the model's outputs",
       opt.temperature, 'learning_rate', opt.algorithm.adapts_throughout,
       opt.gamma, _burnin_share(ensemble.members), tolerance=tolerance,
       draws='members (samples after burn-in)')
+  alpha2 = getattr(opt, 'alpha2', None)  # The Monge metric: do they crawl?
+  if alpha2 is not None and 'pull' in readings:
+    crawl = monge_advice.advice(readings['pull'], alpha2,
+                                1. / float(opt.data_size))
+    messages = messages + ([crawl] if crawl is not None else [])
   for message in messages:
     advice_lib.warn(message, who)
 

@@ -21,6 +21,7 @@ from tfp_adaptive import validation
 from tfp_adaptive.diagnostics import advice as advice_lib
 from tfp_adaptive.diagnostics import effective_size as ess_lib
 from tfp_adaptive.diagnostics import mean_force
+from tfp_adaptive.diagnostics import monge_advice
 from tfp_adaptive.diagnostics import prediction_force
 from tfp_adaptive.diagnostics import probes as probes_lib
 from tfp_adaptive.diagnostics import run_advice
@@ -106,9 +107,11 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
     `tfp_adaptive.diagnostics.temperature.Reading`, ``'laplacian'`` to the
     whole state's reading in the Laplacian form (when there is one),
     ``'mean_force'`` to a dict of each state part's index to its
-    `tfp_adaptive.diagnostics.mean_force.Shift`, and with `predictions`,
-    ``'predictions'`` to theirs (its ``coordinate`` the prediction's flat
-    index).
+    `tfp_adaptive.diagnostics.mean_force.Shift`, ``'pull'`` to the chains'
+    `tfp_adaptive.diagnostics.monge_advice.Pull` (how hard their gradient
+    pulls them one way: a `MongeSGRLD` run whose chains crawl along it is
+    told to lower ``alpha2``), and with `predictions`, ``'predictions'`` to
+    theirs (its ``coordinate`` the prediction's flat index).
 
   Raises:
     TypeError: `predictions` is not callable.
@@ -162,6 +165,7 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
     predicted = prediction_force.read(*terms, temperature=tau,
                                       shared_noise=shared)
     values = terms[0]
+  pull = monge_advice.read(grads, chain_ndims)
   if warn:
     ours = isinstance(inner, kernel_lib.AdaptiveSGMCMC)
     params = inner.parameters
@@ -175,9 +179,13 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
         minibatch=bool(getattr(params.get('target_log_prob_fn'),
                                'needs_seed', False)),
         fewest=_fewest_draws(drawn, chain_ndims, values, tolerance))
+    if ours and 'alpha2' in params:  # The Monge metric: do its chains crawl?
+      crawl = monge_advice.advice(pull, params['alpha2'])
+      messages = messages + ([crawl] if crawl is not None else [])
     for message in messages:
       advice_lib.warn(message, type(inner).__name__)
   readings['mean_force'] = shifts
+  readings['pull'] = pull
   if predicted is not None:
     readings['predictions'] = predicted
   return readings
