@@ -51,15 +51,17 @@ def read(grads, chain_ndims):
   Returns:
     `Pull`: the mean over chains of ``‖ḡ‖²`` (``ḡ`` the chain's mean
     gradient over its draws, all parts together) and of its fluctuation
-    ``⟨‖g − ḡ‖²⟩``.
+    ``⟨‖g − ḡ‖²⟩``; not finite when a chain left the target (`advice` is
+    then `None`: the non-finite reading is told elsewhere).
   """
   pull = shake = 0.
-  for g in grads:
-    g = np.asarray(g, np.float64)
-    g = g.reshape(g.shape[:1 + chain_ndims] + (-1,))
-    mean = g.mean(0)
-    pull = pull + np.sum(mean ** 2, -1)
-    shake = shake + np.mean(np.sum((g - mean) ** 2, -1), 0)
+  with np.errstate(invalid='ignore', over='ignore'):  # A chain that left.
+    for g in grads:
+      g = np.asarray(g, np.float64)
+      g = g.reshape(g.shape[:1 + chain_ndims] + (-1,))
+      mean = g.mean(0)
+      pull = pull + np.sum(mean ** 2, -1)
+      shake = shake + np.mean(np.sum((g - mean) ** 2, -1), 0)
   return Pull(float(np.mean(pull)), float(np.mean(shake)))
 
 
