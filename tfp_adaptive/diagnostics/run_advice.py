@@ -7,6 +7,7 @@ word them alike; this is the one sequence both call.
 """
 
 from tfp_adaptive.diagnostics import mean_force
+from tfp_adaptive.diagnostics import monge_advice
 from tfp_adaptive.diagnostics import prediction_force
 from tfp_adaptive.diagnostics import temperature_advice
 
@@ -15,7 +16,8 @@ __all__ = ['messages']
 
 def messages(readings, shifts, predicted, where, predictions_where,
              temperature, step_name, adaptive=False, gamma='none',
-             burnin_share=None, **options):
+             burnin_share=None, pull=None, alpha2=None, gradient_scale=1.,
+             **options):
   """The advice of a run read whole, per part and on its predictions: a list of messages.
 
   Args:
@@ -30,6 +32,10 @@ def messages(readings, shifts, predicted, where, predictions_where,
     step_name, adaptive, gamma, burnin_share: as
       `temperature_advice.advice_per_part` and `mean_force.advice_per_part`
       take them.
+    pull, alpha2, gradient_scale: the chains' `monge_advice.Pull` and a
+      Monge metric's ``α²`` (`None` for other samplers), with
+      `monge_advice.advice`'s `gradient_scale`: chains that crawl are told
+      to lower ``alpha2``.
     **options: the rest of `temperature_advice.advice_per_part`'s
       arguments (`tolerance`, `draws`, `step_share`, ...).
   """
@@ -44,4 +50,7 @@ def messages(readings, shifts, predicted, where, predictions_where,
         {0: predicted}, readings['overall'], lambda _: predictions_where,
         step_name, adaptive, gamma, burnin_share,
         formula=prediction_force.FORMULA, item='prediction')
+  if pull is not None and alpha2 is not None:
+    crawl = monge_advice.advice(pull, alpha2, gradient_scale)
+    out += [crawl] if crawl is not None else []
   return out

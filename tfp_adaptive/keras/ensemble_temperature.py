@@ -190,12 +190,9 @@ def warn_members(ensemble, readings, tolerance=temperature_lib.TOLERANCE,
       lambda key: where.get(key, 'layer %r' % key), "the model's outputs",
       opt.temperature, 'learning_rate', opt.algorithm.adapts_throughout,
       opt.gamma, _burnin_share(ensemble.members), tolerance=tolerance,
-      draws='members (samples after burn-in)')
-  alpha2 = getattr(opt, 'alpha2', None)  # The Monge metric: do they crawl?
-  if alpha2 is not None and 'pull' in readings:
-    crawl = monge_advice.advice(readings['pull'], alpha2,
-                                1. / float(opt.data_size))
-    messages = messages + ([crawl] if crawl is not None else [])
+      draws='members (samples after burn-in)', pull=readings.get('pull'),
+      alpha2=getattr(opt, 'alpha2', None),
+      gradient_scale=1. / float(opt.data_size))
   for message in messages:
     advice_lib.warn(message, who)
 

@@ -178,10 +178,8 @@ def check_temperature(kernel, samples, warn=True, max_draws=MAX_DRAWS,
         step_share=_step_share(regime),
         minibatch=bool(getattr(params.get('target_log_prob_fn'),
                                'needs_seed', False)),
-        fewest=_fewest_draws(drawn, chain_ndims, values, tolerance))
-    if ours and 'alpha2' in params:  # The Monge metric: do its chains crawl?
-      crawl = monge_advice.advice(pull, params['alpha2'])
-      messages = messages + ([crawl] if crawl is not None else [])
+        fewest=_fewest_draws(drawn, chain_ndims, values, tolerance),
+        pull=pull, alpha2=params.get('alpha2') if ours else None)
     for message in messages:
       advice_lib.warn(message, type(inner).__name__)
   readings['mean_force'] = shifts
